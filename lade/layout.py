@@ -1,0 +1,95 @@
+"""One lookahead step's token layout: input ids, logical positions and the tree attention mask.
+
+Order of the q = 1 + L*W + T step tokens: [last accepted token | window levels 0..L-1 (W each) | tree nodes].
+- the last token (position t) sees the cache and itself;
+- window token (l, j) at t + l + j + 1 sees the last token, level 0 columns 0..j and column j of levels
+  1..l: exactly the Jacobi sequence that leads to it;
+- tree node n at t + depth + 1 sees the last token and its own path;
+- the window and the tree never see each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from .tree import TokenTree
+
+
+@dataclass
+class StepLayout:
+    input_ids: torch.Tensor  # [1, q]
+    offsets: torch.Tensor  # [q] logical position minus the last token's position
+    visible: torch.Tensor  # [q, q] bool, True where row may attend to column
+    window_tokens: int  # L*W
+    tree: TokenTree
+
+    @property
+    def size(self) -> int:
+        return self.input_ids.shape[1]
+
+    @property
+    def tree_start(self) -> int:
+        return 1 + self.window_tokens
+
+    def top_level_rows(self, width: int) -> slice:
+        """Rows whose predictions form the next window level."""
+        return slice(1 + self.window_tokens - width, 1 + self.window_tokens)
+
+    def position_ids(self, last_position: int) -> torch.Tensor:
+        return (self.offsets + last_position).unsqueeze(0)  # [1, q]
+
+    def additive_mask(self, past_length: int, dtype: torch.dtype) -> torch.Tensor:
+        """[1, 1, q, past + q] additive float mask: 0 = attend, dtype min = blocked."""
+        q = self.size
+        mask = torch.zeros(1, 1, q, past_length + q, dtype=dtype, device=self.visible.device)
+        mask[0, 0, :, past_length:].masked_fill_(~self.visible, torch.finfo(dtype).min)
+        return mask
+
+
+@lru_cache(maxsize=64)
+def _window_template(levels: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Offsets [L*W] and visibility [L*W, 1 + L*W] of the window block (column 0 = last token)."""
+    n = levels * width
+    offsets = torch.tensor([l + j + 1 for l in range(levels) for j in range(width)], dtype=torch.long)
+    visible = torch.zeros(n, 1 + n, dtype=torch.bool)
+    visible[:, 0] = True
+    for l in range(levels):
+        for j in range(width):
+            row = l * width + j
+            visible[row, 1 : 1 + j + 1] = True  # level 0, columns 0..j
+            for k in range(1, l + 1):  # column j of levels 1..l
+                visible[row, 1 + k * width + j] = True
+    return offsets, visible
+
+
+def build_layout(last_token: int, window: torch.Tensor, tree: TokenTree, device: torch.device) -> StepLayout:
+    """window: [L, W] current levels; tree: the verification candidates for `last_token`."""
+    levels, width = window.shape
+    n_window, n_tree = levels * width, len(tree)
+    q = 1 + n_window + n_tree
+    win_offsets, win_visible = _window_template(levels, width)
+
+    visible = torch.zeros(q, q, dtype=torch.bool)
+    visible[0, 0] = True
+    visible[1 : 1 + n_window, : 1 + n_window] = win_visible
+    if n_tree:
+        start = 1 + n_window
+        rows = [start + n for n, path in enumerate(tree.paths) for _ in path]
+        cols = [start + a for path in tree.paths for a in path]
+        visible[rows, cols] = True
+        visible[start:, 0] = True
+
+    offsets = torch.cat([
+        torch.zeros(1, dtype=torch.long),
+        win_offsets,
+        torch.tensor(tree.depths, dtype=torch.long) + 1,
+    ])  # [q]
+    input_ids = torch.cat([
+        torch.tensor([last_token], device=device),
+        window.reshape(-1).to(device),
+        torch.tensor(tree.tokens, dtype=torch.long, device=device),
+    ]).unsqueeze(0)  # [1, q]
+    return StepLayout(input_ids, offsets.to(device), visible.to(device), n_window, tree)
