@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from transformers import GenerationConfig
 
@@ -20,24 +18,21 @@ def generate(
     return_stats: bool = False,
     **generation_kwargs,
 ):
-    """Decode with lookahead through `model.generate(custom_generate=...)`.
+    """Decode with lookahead through `model.generate(custom_generate=lade.lookahead_generate)`.
 
-    Returns what `model.generate` returns for the same kwargs; with `return_stats=True`, a pair
+    Takes and returns what `model.generate` takes and returns; with `return_stats=True`, a pair
     (that output, LookaheadStats). The attention mask defaults to all ones (never inferred from pad ids).
     """
-    if isinstance(lookahead_config, dict):
-        lookahead_config = LookaheadConfig(**lookahead_config)
-    gen = copy.deepcopy(generation_config or model.generation_config)
-    model_kwargs = gen.update(**generation_kwargs)  # what is not a generation parameter goes to generate()
-    gen.lookahead_config = lookahead_config or LookaheadConfig()
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    wants_dict = gen.return_dict_in_generate
+    wants_dict = generation_kwargs.get(
+        "return_dict_in_generate", (generation_config or model.generation_config).return_dict_in_generate
+    )
     if return_stats:
-        gen.return_dict_in_generate = True
+        generation_kwargs["return_dict_in_generate"] = True
     out = model.generate(
-        input_ids, attention_mask=attention_mask, generation_config=gen,
-        custom_generate=lookahead_generate, **model_kwargs,
+        input_ids, attention_mask=attention_mask, generation_config=generation_config,
+        custom_generate=lookahead_generate, lookahead_config=lookahead_config, **generation_kwargs,
     )
     if not return_stats:
         return out

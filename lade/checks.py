@@ -14,8 +14,9 @@ from .verify import check_processors
 MASK_ATTENTION = ("eager", "sdpa")
 
 
-def resolve_config(generation_config: GenerationConfig) -> LookaheadConfig:
-    value = getattr(generation_config, "lookahead_config", None)
+def resolve_config(value: LookaheadConfig | dict | None, generation_config: GenerationConfig) -> LookaheadConfig:
+    if value is None:
+        value = getattr(generation_config, "lookahead_config", None)
     if value is None:
         return LookaheadConfig()
     if isinstance(value, LookaheadConfig):

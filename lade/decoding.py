@@ -19,6 +19,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .cache import check_compactable, compact
 from .checks import check_generation, resolve_config
+from .config import LookaheadConfig
 from .layout import build_layout
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
 from .pool import NGramPool
@@ -71,10 +72,15 @@ def lookahead_generate(
     generation_config: GenerationConfig,
     synced_gpus: bool = False,
     streamer=None,
+    lookahead_config: LookaheadConfig | dict | None = None,
     **model_kwargs,
 ):
-    """transformers `custom_generate` entry point; reads `generation_config.lookahead_config`."""
-    config = resolve_config(generation_config)
+    """transformers `custom_generate` entry point.
+
+    The lookahead parameters come from `lookahead_config=` (a keyword of `model.generate` once this
+    callable is the custom_generate) or else from `generation_config.lookahead_config`.
+    """
+    config = resolve_config(lookahead_config, generation_config)
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
     check_compactable(cache, model.config.model_type)

@@ -1,0 +1,42 @@
+"""Tiny randomly initialised causal LMs of several architectures, built from configs in code."""
+
+from __future__ import annotations
+
+import torch
+import transformers
+
+VOCAB = 96
+COMMON = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=4, max_position_embeddings=1024, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+ARCHITECTURES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=2, sliding_window=None)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(num_key_value_heads=2, head_dim=8)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict(rotary_pct=0.5)),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(num_key_value_heads=2)),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=2)),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", dict(num_key_value_heads=2)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=32, n_layer=2, n_head=4, n_positions=1024)),
+}
+
+
+def tiny_model(arch: str = "llama", attn: str = "sdpa", seed: int = 0, **overrides):
+    config_name, model_name, extra = ARCHITECTURES[arch]
+    config = getattr(transformers, config_name)(**{**COMMON, **extra, **overrides})
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config)
+    model.set_attn_implementation(attn)
+    return model.eval()
+
+
+def random_prompt(seed: int, length: int = 24, repeat: bool = True) -> torch.Tensor:
+    """[1, length] token ids in [3, VOCAB); with `repeat`, a span occurs twice (n-grams for the prompt pool)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (length,), generator=g)
+    if repeat and length >= 12:
+        span = length // 4
+        ids[-span:] = ids[:span]
+    return ids.unsqueeze(0)
