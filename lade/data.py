@@ -8,7 +8,9 @@ local file (`path=`) or the Hugging Face Hub: "gsm8k", "cnn_dailymail", "xsum", 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,17 @@ HUB_SETS = {
     "classeval": HubSet("FudanSELab/ClassEval", None, "test", "task_id", "skeleton", "{text}"),
 }
 FROZEN_SETS = ("mt_bench", "humaneval")
+
+
+def verify_frozen() -> list[str]:
+    """Check every frozen prompt file against data/prompts/MANIFEST.json; return the names checked."""
+    manifest = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
+    for name, entry in manifest.items():
+        actual = hashlib.sha256((PROMPT_DIR / entry["file"]).read_bytes()).hexdigest()
+        if actual != entry["sha256"]:
+            raise RuntimeError(f"{entry['file']}: sha256 {actual} != manifest {entry['sha256']}; "
+                               f"regenerate with `python scripts/freeze_prompts.py`")
+    return list(manifest)
 
 
 class DatasetUnavailableError(RuntimeError):
@@ -121,3 +134,9 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str,
                                             return_dict=True)
     input_ids = encoded["input_ids"]  # [1, T]
     return input_ids, torch.ones_like(input_ids)
+
+
+if __name__ == "__main__":  # python -m lade.data verify
+    if sys.argv[1:] != ["verify"]:
+        sys.exit("usage: python -m lade.data verify")
+    print("frozen prompt sets verified:", ", ".join(verify_frozen()))

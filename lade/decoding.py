@@ -8,7 +8,6 @@ compacts the KV cache to the accepted tokens. No modeling code is touched.
 
 from __future__ import annotations
 
-import inspect
 import time
 
 import torch
@@ -21,6 +20,7 @@ from .cache import check_compactable, compact
 from .checks import check_generation, resolve_config
 from .config import LookaheadConfig
 from .layout import build_layout
+from .model_call import ModelCall
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
 from .pool import NGramPool
 from .tree import TokenTree
@@ -55,15 +55,6 @@ class _Sequence:
         return len(tokens)
 
 
-def _forward(model, input_ids, position_ids, attention_mask, cache) -> torch.Tensor:
-    cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    out = model(
-        input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-        use_cache=True, return_dict=True, **{cache_kwarg: cache},
-    )
-    return out.logits[0].float()  # [q, V]
-
-
 def lookahead_generate(
     model,
     input_ids: torch.LongTensor,  # [1, P]
@@ -87,14 +78,13 @@ def lookahead_generate(
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
     keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
     seq = _Sequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
+    call = ModelCall(model, cache)
     stats = LookaheadStats()
     start = time.perf_counter()
 
     # 1. prefill: the prompt's KV and the first new token
-    prompt_len = input_ids.shape[1]
-    positions = torch.arange(prompt_len, device=input_ids.device).unsqueeze(0)  # [1, P]
     with stats.timed_forward(input_ids.device):
-        logits = _forward(model, input_ids, positions, None, cache)[-1:]  # [1, V]
+        logits = call.prefill(input_ids)  # [1, V]
     first = greedy_walk(TokenTree([]), logits, input_ids, logits_processor, keep_scores)
     stats.record_step(seq.emit(first.tokens, first.scores, logits[first.rows]))
 
@@ -112,10 +102,9 @@ def lookahead_generate(
             pool.add_sequence(seq.ids[0, -(stats.last_accepted + config.ngram_size - 1) :].tolist())
         # 3a. layout: [last | window | candidate tree], positions and tree mask
         layout = build_layout(last, window.levels, TokenTree(pool.candidates(last)), input_ids.device)
-        mask = layout.additive_mask(past, model.dtype)
         # 3b. one forward for all branches
         with stats.timed_forward(input_ids.device):
-            logits = _forward(model, layout.input_ids, layout.position_ids(past), mask, cache)  # [q, V]
+            logits = call.step(layout, past)  # [q, V]
         # 3c. verify the tree (rows: root, then tree nodes)
         tree_logits = torch.cat([logits[:1], logits[layout.tree_start :]])  # [1 + T, V]
         acc = greedy_walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
