@@ -11,7 +11,7 @@ from .decoding import lookahead_generate
 
 def generate(
     model,
-    input_ids: torch.LongTensor,  # [1, P]
+    input_ids: torch.LongTensor,  # [B, P], left-padded when B > 1 (pass attention_mask)
     lookahead_config: LookaheadConfig | dict | None = None,
     attention_mask: torch.Tensor | None = None,
     generation_config: GenerationConfig | None = None,

@@ -50,3 +50,26 @@ def compact(cache: Cache, past_length: int, keep: Sequence[int]) -> None:
         extra = layer.keys.shape[-2] - (past_length + len(keep))
         if extra:
             layer.crop(-extra)
+
+
+def compact_rows(cache: Cache, past_length: int, starts: Sequence[int], keep: Sequence[Sequence[int]]) -> None:
+    """Batched compaction: row b moves step-relative slots keep[b] to slots starts[b].., then the cache is
+    cropped after the longest row. Slots of row b past starts[b] + len(keep[b]) are left as junk that the
+    caller masks out (rows are never shifted, so each step copies only the accepted tokens)."""
+    inner = self_attention_cache(cache)
+    width = max(len(k) for k in keep)
+    # padded entries re-copy slot `past_length` into row b's own junk tail; every dst stays < past + q
+    src = torch.tensor([[past_length + k for k in ks] + [past_length] * (width - len(ks)) for ks in keep])  # [B, A]
+    dst = torch.tensor([list(range(s, s + width)) for s in starts])  # [B, A]
+    new_length = max(s + len(ks) for s, ks in zip(starts, keep))
+    for layer in inner.layers:
+        if not layer.is_initialized:
+            continue
+        for tensor in (layer.keys, layer.values):  # [B, H, past + q, D]
+            shape = (-1, tensor.shape[1], -1, tensor.shape[-1])
+            src_index = src.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
+            dst_index = dst.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
+            tensor.scatter_(2, dst_index, tensor.gather(2, src_index))
+        extra = layer.keys.shape[-2] - new_length
+        if extra:
+            layer.crop(-extra)

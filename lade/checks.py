@@ -7,6 +7,7 @@ import inspect
 import torch
 from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList
+from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
 from .config import LookaheadConfig
 from .verify import check_processors
@@ -46,11 +47,6 @@ def check_model(model) -> None:
 def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,
                      model_kwargs: dict, synced_gpus: bool) -> None:
     check_model(model)
-    if input_ids.shape[0] != 1:
-        raise ValueError(f"lade decodes one sequence at a time; got batch size {input_ids.shape[0]} (pass one prompt)")
-    mask = model_kwargs.get("attention_mask")
-    if mask is not None and not bool(mask.all()):
-        raise ValueError("lade does not support padded inputs yet: pass an unpadded prompt with an all-ones mask")
     if gen.do_sample:
         raise ValueError("do_sample=True is not supported yet by lade; use greedy decoding (do_sample=False)")
     if gen.num_beams != 1:
@@ -64,3 +60,34 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     if gen.prompt_lookup_num_tokens or getattr(gen, "assistant_model", None):
         raise ValueError("lade replaces prompt lookup / assisted decoding; do not combine them")
     check_processors(processors)
+
+
+def left_padding(attention_mask: torch.Tensor) -> list[int]:
+    """attention_mask: [B, P] of 0/1 -> each row's number of left-padding slots; refuse any other padding."""
+    mask = attention_mask.long()
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
+    if not bool((mask[:, 1:] >= mask[:, :-1]).all()) or not bool(mask[:, -1].all()):
+        raise ValueError(
+            "lade needs left-padded batches (padding only before each prompt): set tokenizer.padding_side='left'"
+        )
+    return (mask.shape[1] - mask.sum(-1)).tolist()
+
+
+def check_batch(gen: GenerationConfig, stopping_criteria: StoppingCriteriaList, streamer) -> None:
+    """What batched (or padded) lookahead decoding refuses on top of `check_generation`."""
+    if gen.do_sample:
+        raise ValueError("batched lookahead decoding is greedy only: use do_sample=False or pass one prompt at a time")
+    if streamer is not None:
+        raise ValueError("a streamer takes one sequence: pass one unpadded prompt to stream lookahead output")
+    if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):
+        raise ValueError(
+            "output_scores / output_logits are not available for batched lookahead decoding: pass one prompt at a time"
+        )
+    if not any(hasattr(c, "eos_token_id") for c in stopping_criteria) and not all(
+        isinstance(c, (MaxLengthCriteria, MaxTimeCriteria)) for c in stopping_criteria
+    ):
+        raise ValueError(
+            "batched lookahead decoding with stop strings or custom stopping criteria needs an eos_token_id: without "
+            "one, plain generate keeps decoding finished rows, which lade does not reproduce"
+        )

@@ -16,6 +16,7 @@ from transformers.cache_utils import DynamicCache
 from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
+from .batched import batched_generate, is_batched
 from .cache import check_compactable, compact
 from .checks import check_generation, resolve_config
 from .config import LookaheadConfig
@@ -57,7 +58,7 @@ class _Sequence:
 
 def lookahead_generate(
     model,
-    input_ids: torch.LongTensor,  # [1, P]
+    input_ids: torch.LongTensor,  # [1, P]; a batch or padded prompt goes to batched_generate
     logits_processor: LogitsProcessorList,
     stopping_criteria: StoppingCriteriaList,
     generation_config: GenerationConfig,
@@ -71,6 +72,9 @@ def lookahead_generate(
     The lookahead parameters come from `lookahead_config=` (a keyword of `model.generate` once this
     callable is the custom_generate) or else from `generation_config.lookahead_config`.
     """
+    if is_batched(input_ids, model_kwargs.get("attention_mask")):  # a batch, or padding: see lade/batched.py
+        return batched_generate(model, input_ids, logits_processor, stopping_criteria, generation_config,
+                                synced_gpus, streamer, lookahead_config, **model_kwargs)
     config = resolve_config(lookahead_config, generation_config)
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)

@@ -93,3 +93,55 @@ def build_layout(last_token: int, window: torch.Tensor, tree: TokenTree, device:
         torch.tensor(tree.tokens, dtype=torch.long, device=device),
     ]).unsqueeze(0)  # [1, q]
     return StepLayout(input_ids, offsets.to(device), visible.to(device), n_window, tree)
+
+
+@dataclass
+class BatchLayout:
+    """One step's layouts of B rows padded to a common q with dummy tokens.
+
+    A dummy token (row b, column >= q_b) repeats row b's last token and sees only itself, so every query
+    row has at least one visible column and the padding never reaches a real token.
+    """
+
+    rows: list[StepLayout]
+    input_ids: torch.Tensor  # [B, Q]
+    offsets: torch.Tensor  # [B, Q]
+    visible: torch.Tensor  # [B, Q, Q] bool
+    real: torch.Tensor  # [B, Q] bool, False for dummy tokens
+
+    @property
+    def size(self) -> int:
+        return self.input_ids.shape[1]
+
+    def position_ids(self, last_positions: torch.Tensor) -> torch.Tensor:
+        """last_positions: [B] logical position of each row's last token -> [B, Q]."""
+        return self.offsets + last_positions.unsqueeze(1)
+
+    def additive_mask(self, cache_visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """cache_visible: [B, C] bool (each row's valid cache slots) -> [B, 1, Q, C + Q] additive float mask."""
+        batch, past = cache_visible.shape
+        allowed = torch.cat([
+            self.real.unsqueeze(2) & cache_visible.unsqueeze(1),  # [B, Q, C]
+            self.visible,  # [B, Q, Q]
+        ], dim=2)
+        mask = torch.zeros(batch, 1, self.size, past + self.size, dtype=dtype, device=allowed.device)
+        return mask.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
+
+
+def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
+    """Pad row layouts to the largest q (dummy tokens appended at the end of each row)."""
+    q_max = max(layout.size for layout in layouts)
+    device = layouts[0].input_ids.device
+    batch = len(layouts)
+    input_ids = torch.empty(batch, q_max, dtype=torch.long, device=device)  # [B, Q]
+    offsets = torch.zeros(batch, q_max, dtype=torch.long, device=device)  # [B, Q]
+    visible = torch.eye(q_max, dtype=torch.bool, device=device).repeat(batch, 1, 1)  # [B, Q, Q]
+    real = torch.zeros(batch, q_max, dtype=torch.bool, device=device)  # [B, Q]
+    for b, layout in enumerate(layouts):
+        q = layout.size
+        input_ids[b] = layout.input_ids[0, 0]
+        input_ids[b, :q] = layout.input_ids[0]
+        offsets[b, :q] = layout.offsets
+        visible[b, :q, :q] = layout.visible
+        real[b, :q] = True
+    return BatchLayout(layouts, input_ids, offsets, visible, real)

@@ -7,7 +7,7 @@ import inspect
 import torch
 from transformers.cache_utils import Cache
 
-from .layout import StepLayout
+from .layout import BatchLayout, StepLayout
 
 
 class ModelCall:
@@ -18,13 +18,17 @@ class ModelCall:
         self.cache = cache
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
     def _run(self, input_ids, position_ids, attention_mask) -> torch.Tensor:
+        return self._forward(input_ids, position_ids, attention_mask)[0]  # [q, V]
+
+    def _forward(self, input_ids, position_ids, attention_mask, **kwargs) -> torch.Tensor:
         out = self.model(
             input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-            use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache},
+            use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache}, **kwargs,
         )
-        return out.logits[0].float()  # [q, V]
+        return out.logits.float()  # [B, q, V]
 
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
         """input_ids: [1, P] -> logits of the last prompt token [1, V]."""
@@ -35,3 +39,16 @@ class ModelCall:
         """One fused lookahead step over `past` cached tokens -> logits [q, V]."""
         mask = layout.additive_mask(past, self.model.dtype)  # [1, 1, q, past + q]
         return self._run(layout.input_ids, layout.position_ids(past), mask)
+
+    def prefill_padded(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Left-padded prompts [B, P] with their 2-D mask -> logits of each last prompt token [B, V].
+
+        Positions count from each row's first real token, exactly as `model.generate` does for padding.
+        """
+        positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)  # [B, P]
+        return self._forward(input_ids, positions, attention_mask, **self._last_logits_only)[:, -1]
+
+    def step_batch(self, layout: BatchLayout, last_positions: torch.Tensor, cache_visible: torch.Tensor) -> torch.Tensor:
+        """One fused step for B rows: last_positions [B], cache_visible [B, C] bool -> logits [B, Q, V]."""
+        mask = layout.additive_mask(cache_visible, self.model.dtype)  # [B, 1, Q, C + Q]
+        return self._forward(layout.input_ids, layout.position_ids(last_positions), mask)

@@ -62,3 +62,4 @@ class LookaheadStats:
 @dataclass
 class LookaheadDecoderOnlyOutput(GenerateDecoderOnlyOutput):
     lookahead_stats: LookaheadStats | None = None
+    row_stats: list[LookaheadStats] | None = None  # per row of a batch; lookahead_stats sums rows per forward
