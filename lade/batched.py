@@ -18,13 +18,14 @@ rows padded with pad_token_id up to the longest row.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig
 from transformers.cache_utils import DynamicCache
-from transformers.generation.logits_process import LogitsProcessorList
+from transformers.generation.logits_process import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .cache import check_compactable, compact_rows
@@ -53,6 +54,7 @@ class _Row:
     ids: torch.Tensor  # [1, S] left padding, prompt, accepted tokens
     window: LookaheadWindow
     pool: NGramPool
+    processors: LogitsProcessorList  # this row's view of the batch's processors
     stats: LookaheadStats
     finished: bool = False
 
@@ -77,13 +79,26 @@ class _Row:
         return taken
 
 
-def _new_row(index: int, ids: torch.Tensor, pad: int, config: LookaheadConfig) -> _Row:
+def _new_row(index: int, ids: torch.Tensor, pad: int, config: LookaheadConfig,
+             processors: LogitsProcessorList) -> _Row:
     prompt = ids[pad:]  # [P_b] real tokens
     pool = NGramPool(config.ngram_size, config.guess_set_size)
     if config.pool_from_prompt:
         pool.add_sequence(prompt.tolist())
     window = LookaheadWindow.from_prompt(prompt, config.window_size, config.ngram_size, config.seed)
-    return _Row(index, pad, ids.unsqueeze(0), window, pool, LookaheadStats())
+    return _Row(index, pad, ids.unsqueeze(0), window, pool, _row_processors(processors, index), LookaheadStats())
+
+
+def _row_processors(processors: LogitsProcessorList, index: int) -> LogitsProcessorList:
+    """Processors called with one row's ids [1, S]: per-batch state is cut to that row (generate gives the
+    repetition penalty each row's padding length, to skip the padding)."""
+    view = LogitsProcessorList()
+    for proc in processors:
+        if isinstance(proc, RepetitionPenaltyLogitsProcessor) and isinstance(proc.prompt_ignore_length, torch.Tensor):
+            proc = copy.copy(proc)
+            proc.prompt_ignore_length = int(proc.prompt_ignore_length[index])
+        view.append(proc)
+    return view
 
 
 def batched_generate(
@@ -98,8 +113,8 @@ def batched_generate(
     **model_kwargs,
 ):
     config = resolve_config(lookahead_config, generation_config)
+    check_batch(generation_config, logits_processor, stopping_criteria, streamer)
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
-    check_batch(generation_config, stopping_criteria, streamer)
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
@@ -113,10 +128,10 @@ def batched_generate(
     # 1. prefill: every row's prompt KV and first new token
     with stats.timed_forward(input_ids.device):
         logits = call.prefill_padded(input_ids, attention_mask)  # [B, V]
-    rows = [_new_row(b, input_ids[b], pads[b], config) for b in range(input_ids.shape[0])]
+    rows = [_new_row(b, input_ids[b], pads[b], config, logits_processor) for b in range(input_ids.shape[0])]
     emitted = 0
     for b, row in enumerate(rows):
-        first = greedy_walk(TokenTree([]), logits[b : b + 1], row.ids, logits_processor, False)
+        first = greedy_walk(TokenTree([]), logits[b : b + 1], row.ids, row.processors, False)
         emitted += row.emit(first.tokens, stopping_criteria)
     stats.record_step(emitted)
     active = _drop_finished(rows, cache)
@@ -144,7 +159,7 @@ def batched_generate(
         starts, keeps, emitted = [], [], 0
         for row, layout, row_logits in zip(active, layouts, logits):
             tree_logits = torch.cat([row_logits[:1], row_logits[layout.tree_start : layout.size]])  # [1 + T, V]
-            acc = greedy_walk(layout.tree, tree_logits, row.ids, logits_processor, False)
+            acc = greedy_walk(layout.tree, tree_logits, row.ids, row.processors, False)
             new_level = row_logits[layout.top_level_rows(row.window.width)].argmax(-1)  # [W]
             row.pool.add_all(row.window.advance(new_level))
             starts.append(row.cached)

@@ -6,7 +6,7 @@ import inspect
 
 import torch
 from transformers import GenerationConfig
-from transformers.generation.logits_process import LogitsProcessorList
+from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
 from .config import LookaheadConfig
@@ -74,8 +74,14 @@ def left_padding(attention_mask: torch.Tensor) -> list[int]:
     return (mask.shape[1] - mask.sum(-1)).tolist()
 
 
-def check_batch(gen: GenerationConfig, stopping_criteria: StoppingCriteriaList, streamer) -> None:
+def check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
+                streamer) -> None:
     """What batched (or padded) lookahead decoding refuses on top of `check_generation`."""
+    if any(isinstance(p, PrefixConstrainedLogitsProcessor) for p in processors):
+        raise ValueError(
+            "prefix_allowed_tokens_fn takes a batch index, which lade's per-row verification cannot supply: "
+            "pass one prompt at a time"
+        )
     if gen.do_sample:
         raise ValueError("batched lookahead decoding is greedy only: use do_sample=False or pass one prompt at a time")
     if streamer is not None:

@@ -1,0 +1,186 @@
+"""Batched greedy lookahead equals both oracles: each row decoded alone by plain greedy, and batched plain
+`model.generate` of the left-padded batch (same output format: finished rows padded with pad_token_id)."""
+
+import pytest
+import torch
+from transformers.cache_utils import DynamicCache
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
+
+import lade
+from lade.cache import compact_rows
+from lade.layout import build_layout, stack_layouts
+from lade.tree import TokenTree
+from tiny_models import COMMON, random_prompt, tiny_model
+
+PAD = COMMON["pad_token_id"]
+CONFIGS = [
+    lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
+    lade.LookaheadConfig(window_size=3, ngram_size=2, guess_set_size=2),
+    lade.LookaheadConfig(window_size=2, ngram_size=5, guess_set_size=40),
+]
+GREEDY = dict(do_sample=False, max_new_tokens=24, pad_token_id=PAD)
+# (seed, length) of each prompt of a batch: 2 to 8 rows, lengths 5 to 40
+BATCHES = [
+    [(0, 24), (1, 9)],
+    [(2, 30), (3, 12), (4, 5)],
+    [(5, 16), (6, 40), (7, 20), (8, 13), (9, 27)],
+    [(10 + i, n) for i, n in enumerate([8, 33, 14, 24, 19, 6, 28, 12])],
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run ~10x faster on one thread on this shared 2-core machine; restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def left_pad(prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[P_b] prompts -> ids [B, P] and attention mask [B, P], padded on the left."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), PAD, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p) :] = p
+        mask[b, width - len(p) :] = 1
+    return ids, mask
+
+
+def per_row_greedy(model, prompts: list[torch.Tensor], ids: torch.Tensor, **kw) -> torch.Tensor:
+    """Each prompt decoded alone (no padding), written in batched generate's format."""
+    news = [model.generate(p[None], attention_mask=torch.ones(1, len(p), dtype=torch.long), **kw)[0, len(p) :]
+            for p in prompts]
+    out = torch.full((len(prompts), ids.shape[1] + max(len(n) for n in news)), PAD, dtype=torch.long)
+    out[:, : ids.shape[1]] = ids
+    for b, new in enumerate(news):
+        out[b, ids.shape[1] : ids.shape[1] + len(new)] = new
+    return out
+
+
+def pick_eos(new_tokens: torch.Tensor) -> int:
+    """The token whose first occurrences (or absence) end the most rows at different steps."""
+    def spread(token: int) -> int:
+        ends = {int((row == token).nonzero()[0]) if bool((row == token).any()) else -1 for row in new_tokens}
+        return len(ends)
+    return max(sorted(set(new_tokens[:, 1:].flatten().tolist())), key=spread)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2", "gpt_neox"])
+def test_batched_greedy_equals_per_row_and_batched_plain(arch, attn):
+    """Rows end at different steps (EOS chosen from the rows' own outputs), layouts differ in size per row,
+    and rows accept different numbers of tokens per step: any slip in per-row masks, positions, cache
+    compaction or row dropping changes some row's tokens."""
+    model = tiny_model(arch, attn)
+    best = 0
+    for i, spec in enumerate(BATCHES):
+        prompts = [random_prompt(seed, length=n)[0] for seed, n in spec]
+        ids, mask = left_pad(prompts)
+        free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
+        kw = dict(GREEDY, eos_token_id=pick_eos(free))
+        ref = model.generate(ids, attention_mask=mask, **kw)
+        assert torch.equal(ref, per_row_greedy(model, prompts, ids, **kw)), "the two oracles disagree"
+        lengths = {int((row != PAD).sum()) for row in ref[:, ids.shape[1] :]}
+        assert len(lengths) > 1, "EOS must end rows at different steps"
+        out = lade.generate(model, ids, CONFIGS[i % len(CONFIGS)], attention_mask=mask,
+                            return_dict_in_generate=True, **kw)
+        assert torch.equal(out.sequences, ref), f"batch {i}, {CONFIGS[i % len(CONFIGS)]}"
+        best = max([best] + [max(s.accepted_per_step) for s in out.row_stats])
+    assert best >= 3, "no row ever accepted several tokens in one step"
+
+
+def test_custom_generate_batch_and_rows_leave_the_batch():
+    """The custom_generate spelling; finished rows stop being fed to the model (the forward batch shrinks)."""
+    model = tiny_model("qwen2", "sdpa")
+    prompts = [random_prompt(20 + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
+    ids, mask = left_pad(prompts)
+    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
+    kw = dict(GREEDY, eos_token_id=pick_eos(free))
+    widths = []
+    handle = model.register_forward_pre_hook(lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[0]),
+                                             with_kwargs=True)
+    try:
+        out = model.generate(ids, attention_mask=mask, custom_generate=lade.lookahead_generate,
+                             lookahead_config=CONFIGS[0], **kw)
+    finally:
+        handle.remove()
+    assert torch.equal(out, model.generate(ids, attention_mask=mask, **kw))
+    assert widths[0] == 4 and widths[-1] < 4 and widths == sorted(widths, reverse=True)
+
+
+def test_single_padded_row_and_processors():
+    """One left-padded row goes through the batched path; processors see each row's padded ids, as in
+    batched plain generate (the repetition penalty skips each row's padding, as generate arranges)."""
+    model = tiny_model("llama", "eager")
+    prompts = [random_prompt(30, length=10)[0], random_prompt(31, length=22)[0], random_prompt(32, length=16)[0]]
+    ids, mask = left_pad(prompts)
+    kw = dict(GREEDY, eos_token_id=None, repetition_penalty=1.3, no_repeat_ngram_size=3)
+    out = lade.generate(model, ids, CONFIGS[0], attention_mask=mask, **kw)
+    assert torch.equal(out, model.generate(ids, attention_mask=mask, **kw))
+    one, one_mask = ids[:1], mask[:1]
+    assert not bool(one_mask.all())
+    assert torch.equal(lade.generate(model, one, CONFIGS[1], attention_mask=one_mask, **kw),
+                       model.generate(one, attention_mask=one_mask, **kw))
+
+
+class StopAfterToken(StoppingCriteria):
+    """A custom per-row criterion (no eos_token_id attribute)."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return input_ids[:, -1] == self.token
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(do_sample=True), "greedy only"),
+    (dict(return_dict_in_generate=True, output_scores=True), "output_scores"),
+    (dict(right_pad=True), "left-padded"),
+    (dict(eos_token_id=None, stopping_criteria=StoppingCriteriaList([StopAfterToken(5)])), "needs an eos_token_id"),
+    (dict(prefix_allowed_tokens_fn=lambda batch_id, ids: [3, 4]), "batch index"),
+])
+def test_batch_refusals_say_what_to_change(change, message):
+    model = tiny_model("llama", "sdpa")
+    ids, mask = left_pad([random_prompt(40, length=10)[0], random_prompt(41, length=6)[0]])
+    if change.pop("right_pad", False):
+        ids, mask = ids.flip(1), mask.flip(1)
+    kw = {**GREEDY, "eos_token_id": 2, **change}
+    with pytest.raises(ValueError, match=message):
+        lade.generate(model, ids, CONFIGS[0], attention_mask=mask, **kw)
+
+
+def test_compact_rows_moves_each_rows_accepted_slots():
+    """Against a per-row loop: row b's kept step slots land right after its own tokens; the cache is cropped
+    after the longest row."""
+    cache = DynamicCache()
+    past, q = 6, 5
+    keys = torch.randn(3, 2, past + q, 4)
+    values = torch.randn(3, 2, past + q, 4)
+    cache.update(keys.clone(), values.clone(), 0)
+    starts, keep = [6, 3, 5], [[0, 2], [0], [0, 1, 4]]
+    compact_rows(cache, past, starts, keep)
+    assert cache.layers[0].keys.shape[-2] == max(s + len(k) for s, k in zip(starts, keep))
+    for b, (s, ks) in enumerate(zip(starts, keep)):
+        for i, k in enumerate(ks):
+            assert torch.equal(cache.layers[0].keys[b, :, s + i], keys[b, :, past + k])
+            assert torch.equal(cache.layers[0].values[b, :, s + i], values[b, :, past + k])
+        assert torch.equal(cache.layers[0].keys[b, :, :s], keys[b, :, :s])
+
+
+def test_stacked_layouts_pad_with_self_only_dummies():
+    """Each row keeps its own layout; dummy tokens see only themselves and no cache slot."""
+    small = build_layout(5, torch.tensor([[7, 8]]), TokenTree([]), torch.device("cpu"))
+    large = build_layout(9, torch.tensor([[7, 8]]), TokenTree([(3, 4), (3, 6)]), torch.device("cpu"))
+    batch = stack_layouts([small, large])
+    assert batch.size == large.size == small.size + 3
+    assert torch.equal(batch.visible[1], large.visible)
+    assert torch.equal(batch.visible[0, : small.size, : small.size], small.visible)
+    assert batch.input_ids[0, small.size :].tolist() == [5, 5, 5]
+    mask = batch.additive_mask(torch.tensor([[False, True], [True, True]]), torch.float32)  # [2, 1, Q, 2 + Q]
+    allowed = mask[:, 0] == 0
+    assert allowed[0, small.size :].sum(-1).tolist() == [1, 1, 1]
+    assert allowed[0, : small.size, :2].tolist() == [[False, True]] * small.size
+    assert torch.equal(batch.position_ids(torch.tensor([10, 20]))[1], large.offsets + 20)
