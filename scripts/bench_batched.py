@@ -76,7 +76,8 @@ def main() -> None:
             plain_s += t_plain
             lade_s += t_lade
             steps += out.lookahead_stats.steps
-            row_steps += sum(s.steps for s in out.row_stats)
+            row_stats = out.row_stats or [out.lookahead_stats]  # B=1 unpadded runs the single-sequence loop
+            row_steps += sum(s.steps for s in row_stats)
             tokens += out.lookahead_stats.new_tokens
         row = dict(batch_size=bs, plain_tok_s=tokens / plain_s, lade_tok_s=tokens / lade_s,
                    speedup=plain_s / lade_s, compression_per_row=tokens / row_steps,
