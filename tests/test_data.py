@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lade.data import PROMPT_DIR, DatasetUnavailableError, load_prompts
+from lade.data import PROMPT_DIR, DatasetUnavailableError, load_prompts, verify_frozen
 
 MANIFEST = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
 
@@ -66,3 +66,7 @@ def test_missing_local_file_and_unknown_set():
         load_prompts("xsum", path="/nonexistent/xsum.jsonl")
     with pytest.raises(ValueError, match="unknown prompt set"):
         load_prompts("nope")
+
+
+def test_verify_frozen_checks_every_manifest_entry():
+    assert verify_frozen() == list(MANIFEST)
