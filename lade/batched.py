@@ -121,7 +121,7 @@ def batched_generate(
     pads = left_padding(attention_mask)
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
     check_compactable(cache, model.config.model_type)
-    call = ModelCall(model, cache)
+    call = ModelCall(model, cache, config.attention)
     stats = LookaheadStats()
     start = time.perf_counter()
 

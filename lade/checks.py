@@ -12,8 +12,6 @@ from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTime
 from .config import LookaheadConfig
 from .verify import check_processors
 
-MASK_ATTENTION = ("eager", "sdpa")
-
 
 def resolve_config(value: LookaheadConfig | dict | None, generation_config: GenerationConfig) -> LookaheadConfig:
     if value is None:
@@ -35,12 +33,6 @@ def check_model(model) -> None:
         raise ValueError(
             f"model type '{model_type}' takes no position_ids (e.g. ALiBi models), so tokens that share a logical "
             "position cannot be placed; lade cannot decode it exactly"
-        )
-    attn = getattr(model.config, "_attn_implementation", None) or "eager"
-    if attn not in MASK_ATTENTION:
-        raise ValueError(
-            f"attn_implementation='{attn}' cannot take lade's 4-D tree mask; load the model with "
-            f"attn_implementation in {MASK_ATTENTION}"
         )
 
 

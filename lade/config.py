@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-ATTENTION_PATHS = ("mask",)
+ATTENTION_PATHS = ("auto", "mask", "split", "flex")
 
 
 @dataclass(frozen=True)
@@ -16,8 +16,12 @@ class LookaheadConfig:
     guess_set_size (G): most candidate continuations verified per step (the pool keeps at most G per key).
     pool_from_prompt: seed the n-gram pool with the prompt's own n-grams.
     pool_from_output: add the n-grams of accepted output to the pool as decoding goes on.
-    attention: how a step's tree attention is computed ("mask": a 4-D additive mask through the model's own
-        eager/sdpa attention).
+    attention: how a step's tree attention is computed. "mask": a 4-D additive mask through the model's own
+        eager/sdpa attention; "split": the KV-cache prefix through a fused kernel with no mask (flash-attn on
+        CUDA when installed, else PyTorch SDPA) plus the small in-step block under the tree mask, merged
+        exactly by log-sum-exp (the path for flash_attention_2 models); "flex": PyTorch FlexAttention with a
+        block mask (compiled on CUDA, unfused on CPU); "auto": split for flash-attention models, flex for
+        flex_attention models on CUDA, mask for eager/sdpa models.
     seed: seeds the choice of prompt tokens that fill the first window level (output never depends on it
         under greedy decoding; only the speed does).
     """
@@ -27,7 +31,7 @@ class LookaheadConfig:
     guess_set_size: int = 5
     pool_from_prompt: bool = True
     pool_from_output: bool = True
-    attention: str = "mask"
+    attention: str = "auto"
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -88,7 +88,7 @@ def lookahead_generate(
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
     keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
     seq = _Sequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
-    call = ModelCall(model, cache)
+    call = ModelCall(model, cache, config.attention)
     stats = LookaheadStats()
     start = time.perf_counter()
 

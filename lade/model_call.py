@@ -7,15 +7,17 @@ import inspect
 import torch
 from transformers.cache_utils import Cache
 
+from .attention import AttentionPath, attention_path
 from .layout import BatchLayout, StepLayout
 
 
 class ModelCall:
-    """Decoder-only forwards with a 4-D additive tree mask and logical position ids ("mask" attention)."""
+    """Decoder-only forwards with the tree mask of the chosen attention path and logical position ids."""
 
-    def __init__(self, model, cache: Cache) -> None:
+    def __init__(self, model, cache: Cache, attention: str = "auto") -> None:
         self.model = model
         self.cache = cache
+        self.attention: AttentionPath = attention_path(attention, model)
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
@@ -24,10 +26,11 @@ class ModelCall:
         return self._forward(input_ids, position_ids, attention_mask)[0]  # [q, V]
 
     def _forward(self, input_ids, position_ids, attention_mask, **kwargs) -> torch.Tensor:
-        out = self.model(
-            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-            use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache}, **kwargs,
-        )
+        with self.attention.active():
+            out = self.model(
+                input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache}, **kwargs,
+            )
         return out.logits.float()  # [B, q, V]
 
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -37,7 +40,7 @@ class ModelCall:
 
     def step(self, layout: StepLayout, past: int) -> torch.Tensor:
         """One fused lookahead step over `past` cached tokens -> logits [q, V]."""
-        mask = layout.additive_mask(past, self.model.dtype)  # [1, 1, q, past + q]
+        mask = self.attention.step_mask(layout, past, self.model.dtype)
         return self._run(layout.input_ids, layout.position_ids(past), mask)
 
     def prefill_padded(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -50,5 +53,11 @@ class ModelCall:
 
     def step_batch(self, layout: BatchLayout, last_positions: torch.Tensor, cache_visible: torch.Tensor) -> torch.Tensor:
         """One fused step for B rows: last_positions [B], cache_visible [B, C] bool -> logits [B, Q, V]."""
+        if self.attention.name != "mask":
+            raise ValueError(
+                f"batched lookahead runs only through attention='mask' (eager/sdpa models), not "
+                f"'{self.attention.name}': decode the prompts one at a time or load the model with "
+                "attn_implementation='sdpa'"
+            )
         mask = layout.additive_mask(cache_visible, self.model.dtype)  # [B, 1, Q, C + Q]
         return self._forward(layout.input_ids, layout.position_ids(last_positions), mask)

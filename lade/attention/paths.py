@@ -1,0 +1,115 @@
+"""Attention paths: how one lookahead forward computes its tree attention, chosen per model and device.
+
+"mask":  the 4-D additive mask [1, 1, q, past+q] through the model's own eager/sdpa attention.
+"split": lade_split: the cache prefix through a fused kernel with no mask, the in-step block under the tree
+         mask ([1, 1, q, q], handed to the model as its attention mask), merged by log-sum-exp.
+"flex":  lade_flex: FlexAttention with a BlockMask over [q, past+q] (built from the same [1, 1, q, q] block).
+"auto":  split for flash-attention models (their kernels take no tree mask), flex for flex_attention models on
+         CUDA, mask for eager/sdpa models, split for any other implementation.
+The custom paths switch the model's attention implementation for the duration of each forward only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from transformers import PreTrainedModel
+
+from ..layout import StepLayout
+from .interface import FLEX, SPLIT
+
+MASK_ATTENTION = ("eager", "sdpa")
+
+
+class AttentionPath:
+    """The mask handed to the model for the prefill and for a step, under the model's own implementation."""
+
+    name = "mask"
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        implementation = model.config._attn_implementation or "eager"
+        if implementation not in MASK_ATTENTION:
+            raise ValueError(
+                f"attention='mask' needs attn_implementation in {MASK_ATTENTION}, but the model uses "
+                f"'{implementation}', which cannot take lade's 4-D tree mask; use LookaheadConfig(attention='auto') "
+                "or 'split'"
+            )
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        yield
+
+    def step_mask(self, layout: StepLayout, past: int, dtype: torch.dtype) -> torch.Tensor:
+        return layout.additive_mask(past, dtype)  # [1, 1, q, past + q]
+
+
+class _SwitchedPath(AttentionPath):
+    """A path run under one of lade's registered attention functions, switched in for each forward and always
+    restored. The model gets only the step's [1, 1, q, q] block as its mask (the prefill: None, i.e. causal)."""
+
+    implementation = ""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        for module in model.modules():
+            if isinstance(module, PreTrainedModel) and not module._can_set_attn_implementation():
+                raise ValueError(
+                    f"{type(module).__name__} does not route attention through transformers' AttentionInterface, so "
+                    f"attention='{self.name}' cannot reach it; use LookaheadConfig(attention='mask') with "
+                    "attn_implementation='eager' or 'sdpa'"
+                )
+        self._configs = _attention_configs(model)
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        saved = [(config, config._attn_implementation_internal) for config in self._configs]
+        try:
+            for config, _ in saved:
+                config._attn_implementation_internal = self.implementation
+            yield
+        finally:
+            for config, implementation in saved:
+                config._attn_implementation_internal = implementation
+
+    def step_mask(self, layout: StepLayout, past: int, dtype: torch.dtype) -> torch.Tensor:
+        return layout.visible[None, None]  # [1, 1, q, q] bool: the in-step block only
+
+
+class SplitPath(_SwitchedPath):
+    name, implementation = "split", SPLIT
+
+
+class FlexPath(_SwitchedPath):
+    name, implementation = "flex", FLEX
+
+
+PATHS = {"mask": AttentionPath, "split": SplitPath, "flex": FlexPath}
+
+
+def choose_attention(name: str, model: PreTrainedModel) -> str:
+    """The concrete path for LookaheadConfig.attention (resolves "auto" from the model and its device)."""
+    if name != "auto":
+        return name
+    implementation = model.config._attn_implementation or "eager"
+    if implementation in MASK_ATTENTION:
+        return "mask"
+    if implementation == "flex_attention" and model.device.type == "cuda":
+        return "flex"
+    return "split"
+
+
+def attention_path(name: str, model: PreTrainedModel) -> AttentionPath:
+    return PATHS[choose_attention(name, model)](model)
+
+
+def _attention_configs(model: PreTrainedModel) -> list:
+    """Every config (with its sub-configs) whose _attn_implementation an attention layer of the model reads."""
+    found: dict[int, object] = {}
+    pending = [module.config for module in model.modules() if isinstance(module, PreTrainedModel)]
+    while pending:
+        config = pending.pop()
+        if id(config) not in found:
+            found[id(config)] = config
+            pending += [getattr(config, key) for key in config.sub_configs if getattr(config, key, None) is not None]
+    return list(found.values())
