@@ -34,11 +34,11 @@ def test_padding_other_than_left_refused():
         lade.generate(model, one, attention_mask=mask, **GREEDY)
 
 
-def test_unsupported_attention_backend_refused():
+def test_mask_path_refuses_a_backend_that_cannot_take_the_tree_mask():
     model = tiny_model()
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="flex_attention"):
-        lade.generate(model, random_prompt(1), **GREEDY)
+        lade.generate(model, random_prompt(1), lade.LookaheadConfig(attention="mask"), **GREEDY)
 
 
 def test_sliding_window_cache_refused_with_model_type():
