@@ -51,8 +51,6 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool(mask.all()):
         raise ValueError("lade does not support padded inputs yet: pass an unpadded prompt with an all-ones mask")
-    if gen.do_sample:
-        raise ValueError("do_sample=True is not supported yet by lade; use greedy decoding (do_sample=False)")
     if gen.num_beams != 1:
         raise ValueError(f"lade does not do beam search; set num_beams=1 (got {gen.num_beams})")
     if gen.num_return_sequences != 1:
