@@ -24,7 +24,10 @@ class LookaheadConfig:
         `torch.Generator`, so the same seed gives the same output; None uses torch's default generator, so
         `torch.manual_seed(...)` before the call makes it reproducible, as with plain `generate`.
     sample_window: under do_sample=True, draw the window's next Jacobi level from the processed distributions
-        instead of taking the argmax (speed only: output follows the same distribution either way).
+        instead of taking the argmax (speed only: output follows the same distribution either way). Default
+        argmax: on SmolLM2-135M (4 MT-Bench/HumanEval prompts, 40 tokens, `python -m lade.sampling_bench`)
+        compression was 1.54 vs 1.76 (sampled) at temperature 0.3, 1.32 vs 1.31 at 0.7, 1.18 vs 1.19 at 1.0:
+        a gain only at low temperature on a small sample, for an extra processors call per step.
     """
 
     window_size: int = 5
