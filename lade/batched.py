@@ -35,8 +35,8 @@ from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
 from .pool import NGramPool
+from .sampling import TokenChooser
 from .tree import TokenTree
-from .verify import greedy_walk
 from .window import LookaheadWindow
 
 
@@ -122,6 +122,7 @@ def batched_generate(
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
     check_compactable(cache, model.config.model_type)
     call = ModelCall(model, cache, config.attention)
+    choose = TokenChooser.for_generation(bool(generation_config.do_sample), config, input_ids.device)
     stats = LookaheadStats()
     start = time.perf_counter()
 
@@ -131,7 +132,7 @@ def batched_generate(
     rows = [_new_row(b, input_ids[b], pads[b], config, logits_processor) for b in range(input_ids.shape[0])]
     emitted = 0
     for b, row in enumerate(rows):
-        first = greedy_walk(TokenTree([]), logits[b : b + 1], row.ids, row.processors, False)
+        first = choose.walk(TokenTree([]), logits[b : b + 1], row.ids, row.processors, False)
         emitted += row.emit(first.tokens, stopping_criteria)
     stats.record_step(emitted)
     active = _drop_finished(rows, cache)
@@ -159,8 +160,9 @@ def batched_generate(
         starts, keeps, emitted = [], [], 0
         for row, layout, row_logits in zip(active, layouts, logits):
             tree_logits = torch.cat([row_logits[:1], row_logits[layout.tree_start : layout.size]])  # [1 + T, V]
-            acc = greedy_walk(layout.tree, tree_logits, row.ids, row.processors, False)
-            new_level = row_logits[layout.top_level_rows(row.window.width)].argmax(-1)  # [W]
+            acc = choose.walk(layout.tree, tree_logits, row.ids, row.processors, False)
+            top = row_logits[layout.top_level_rows(row.window.width)]  # [W, V]
+            new_level = choose.window_level(top, row.ids, row.processors)  # [W]
             row.pool.add_all(row.window.advance(new_level))
             starts.append(row.cached)
             keeps.append([0] + [layout.tree_start + n for n in acc.path])

@@ -72,8 +72,6 @@ def check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stopping
             "prefix_allowed_tokens_fn takes a batch index, which lade's per-row verification cannot supply: "
             "pass one prompt at a time"
         )
-    if gen.do_sample:
-        raise ValueError("batched lookahead decoding is greedy only: use do_sample=False or pass one prompt at a time")
     if streamer is not None:
         raise ValueError("a streamer takes one sequence: pass one unpadded prompt to stream lookahead output")
     if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):

@@ -34,11 +34,14 @@ torch's default generator when that is None, so `torch.manual_seed` works as wit
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from transformers.generation.logits_process import LogitsProcessorList
 
+from .config import LookaheadConfig
 from .tree import TokenTree
-from .verify import Acceptance
+from .verify import Acceptance, greedy_walk
 
 
 def make_generator(seed: int | None, device: torch.device) -> torch.Generator | None:
@@ -101,3 +104,31 @@ def sample_window(
     an approximation that only affects speed: window tokens are drafts, never output) -> [W]."""
     scores = processors(prefix.expand(logits.shape[0], -1), logits.clone())  # [W, V]
     return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)  # [W]
+
+
+@dataclass(frozen=True)
+class TokenChooser:
+    """How a step picks tokens: greedy (argmax) or lossless sampling through one generator, for the
+    verification walk and for the window's next Jacobi level alike."""
+
+    sampling: bool
+    sample_window: bool = False
+    generator: torch.Generator | None = None
+
+    @classmethod
+    def for_generation(cls, do_sample: bool, config: LookaheadConfig, device: torch.device) -> "TokenChooser":
+        if not do_sample:
+            return cls(False)
+        return cls(True, config.sample_window, make_generator(config.sampling_seed, device))
+
+    def walk(self, tree: TokenTree, logits: torch.Tensor, prefix: torch.Tensor, processors: LogitsProcessorList,
+             keep_scores: bool) -> Acceptance:
+        if self.sampling:
+            return sample_walk(tree, logits, prefix, processors, keep_scores, self.generator)
+        return greedy_walk(tree, logits, prefix, processors, keep_scores)
+
+    def window_level(self, logits: torch.Tensor, prefix: torch.Tensor, processors: LogitsProcessorList) -> torch.Tensor:
+        """logits [W, V] at the window's top level -> the next level [W]."""
+        if self.sample_window:
+            return sample_window(logits, prefix, processors, self.generator)
+        return logits.argmax(-1)

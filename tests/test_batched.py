@@ -136,7 +136,6 @@ class StopAfterToken(StoppingCriteria):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(do_sample=True), "greedy only"),
     (dict(return_dict_in_generate=True, output_scores=True), "output_scores"),
     (dict(right_pad=True), "left-padded"),
     (dict(eos_token_id=None, stopping_criteria=StoppingCriteriaList([StopAfterToken(5)])), "needs an eos_token_id"),
@@ -184,3 +183,48 @@ def test_stacked_layouts_pad_with_self_only_dummies():
     assert allowed[0, small.size :].sum(-1).tolist() == [1, 1, 1]
     assert allowed[0, : small.size, :2].tolist() == [[False, True]] * small.size
     assert torch.equal(batch.position_ids(torch.tensor([10, 20]))[1], large.offsets + 20)
+
+
+def test_batched_sampling_top_k_1_is_greedy_and_seeded_runs_repeat():
+    model = tiny_model("qwen2", "sdpa")
+    ids, mask = left_pad([random_prompt(60, length=18)[0], random_prompt(61, length=7)[0]])
+    cfg = lade.LookaheadConfig(4, 3, 4, sampling_seed=5)
+    kw = dict(max_new_tokens=24, pad_token_id=PAD, eos_token_id=None)
+    greedy = model.generate(ids, attention_mask=mask, do_sample=False, **kw)
+    top1 = lade.generate(model, ids, cfg, attention_mask=mask, do_sample=True, top_k=1, **kw)
+    assert torch.equal(top1, greedy)
+    runs = [lade.generate(model, ids, cfg, attention_mask=mask, do_sample=True, top_k=0, **kw) for _ in range(2)]
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_batched_sampling_is_lossless_per_row():
+    """Per row, the first two sampled tokens follow the exact joint distribution of plain sampling (chi-square,
+    p = 1e-3), while the second token goes through the multi-candidate rule over that row's own drafts."""
+    from scipy.stats import chisquare
+
+    vocab, samples = 8, 2500
+    model = tiny_model("llama", "sdpa", vocab_size=vocab)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(6.0)
+    prompts = [torch.tensor([3, 4, 5, 3, 4, 5, 6]), torch.tensor([7, 6, 3, 7, 6])]
+    ids, mask = left_pad(prompts)
+    cfg = lade.LookaheadConfig(window_size=2, ngram_size=3, guess_set_size=4)
+    counts = torch.zeros(len(prompts), vocab * vocab)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for _ in range(samples):
+            out = lade.generate(model, ids, cfg, attention_mask=mask, do_sample=True, top_k=0, max_new_tokens=2,
+                                eos_token_id=None, pad_token_id=PAD)
+            new = out[:, ids.shape[1]:]
+            counts[torch.arange(len(prompts)), new[:, 0] * vocab + new[:, 1]] += 1
+        for b, p in enumerate(prompts):
+            first = model(p[None]).logits[0, -1].softmax(-1)  # [V]
+            seconds = torch.cat([p.expand(vocab, -1), torch.arange(vocab)[:, None]], dim=1)  # [V, P+1]
+            joint = (first[:, None] * model(seconds).logits[:, -1].softmax(-1)).reshape(-1).double()  # [V*V]
+            expected = joint * samples
+            keep = expected >= 5  # cells expecting fewer than 5 are pooled into one
+            observed = torch.cat([counts[b][keep], counts[b][~keep].sum()[None]]).double()
+            wanted = torch.cat([expected[keep], expected[~keep].sum()[None]])
+            used = wanted > 0
+            observed, wanted = observed[used], wanted[used] * samples / wanted[used].sum()
+            assert chisquare(observed.numpy(), wanted.numpy()).pvalue > 1e-3
