@@ -1,6 +1,6 @@
 """One rank of the lookahead-parallelism tests (launched by test_distributed.py, 2 ranks, gloo on CPU).
 
-Modes: `exact` (greedy output and per-step acceptance equal single-process), `errors` (clear errors raised
+Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process), `errors` (clear errors raised
 on every rank, group still usable afterwards), `fail` (rank 1 raises mid-decoding). Prints `RANK r ... OK`.
 """
 
@@ -91,12 +91,12 @@ def fail(rank: int) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    mode = sys.argv[1]
     # a long gloo timeout: a failure must surface through lade's abort message, not through this timeout
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
     rank = dist.get_rank()
     try:
-        {"exact": exact, "errors": errors, "fail": fail}[mode](rank)
+        for mode in sys.argv[1:]:
+            {"exact": exact, "errors": errors, "fail": fail}[mode](rank)
     except Exception as error:
         print(f"RANK {rank} ERROR {type(error).__name__}: {error}", flush=True)
         sys.exit(1)
