@@ -13,6 +13,7 @@ from transformers import GenerationConfig
 
 from ..api import generate_with
 from ..config import LookaheadConfig
+from .bench import compression_vs_ranks
 from .loop import ParallelStats, parallel_generate
 
 
@@ -25,4 +26,4 @@ def generate(model, input_ids: torch.LongTensor, lookahead_config: LookaheadConf
                          return_stats, **generation_kwargs)
 
 
-__all__ = ["ParallelStats", "generate", "parallel_generate"]
+__all__ = ["ParallelStats", "compression_vs_ranks", "generate", "parallel_generate"]
