@@ -1,7 +1,8 @@
 """One rank of the lookahead-parallelism tests (launched by test_distributed.py, 2 ranks, gloo on CPU).
 
-Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process), `errors` (clear errors raised
-on every rank, group still usable afterwards), `fail` (rank 1 raises mid-decoding). Prints `RANK r ... OK`.
+Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process),
+`errors` (clear errors raised on every rank, group still usable afterwards), `fail` (rank 1 raises
+mid-decoding). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
 """
 
 import datetime

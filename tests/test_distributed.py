@@ -102,7 +102,8 @@ def test_shard_rows_equal_single_process_rows():
         shard = shard_layout(ids[0, -3:].tolist(), window, columns, tree, ids.device)
         logits = call.step(shard.layout, ids.shape[1] - 3)  # [q_rank, V]
         torch.testing.assert_close(logits[shard.root_row], full_logits[0], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(logits[shard.top_rows], full_logits[[1 + 5 + j for j in columns]], atol=1e-5, rtol=1e-5)
+        top_level = full_logits[[1 + 5 + j for j in columns]]  # level 1 of the full [2, 5] window
+        torch.testing.assert_close(logits[shard.top_rows], top_level, atol=1e-5, rtol=1e-5)
         full_nodes = _nodes_by_path(full.tree)
         for path, node in _nodes_by_path(tree).items():
             torch.testing.assert_close(logits[shard.tree_start + node], full_logits[full.tree_start + full_nodes[path]],

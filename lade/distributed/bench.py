@@ -46,7 +46,8 @@ def compression_vs_ranks(ranks: tuple[int, ...] = (1, 2), window_share: int = 3,
         row["same_output_as_first_row"] = row["output_digest"] == rows[0]["output_digest"]
     record = provenance(ranks=list(ranks), window_share=window_share, guess_share=guess_share, ngram_size=ngram_size,
                         prompt_sets=list(PROMPT_SETS), prompts_per_set=prompts_per_set, max_new_tokens=max_new_tokens,
-                        model=model, threads_per_rank=threads_per_rank, backend="gloo", launcher="torchrun --standalone")
+                        model=model, threads_per_rank=threads_per_rank, backend="gloo",
+                        launcher="torchrun --standalone")
     rows = [{**row, "provenance": record} for row in rows]
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)

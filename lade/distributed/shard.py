@@ -31,7 +31,8 @@ def own_candidates(candidates: Sequence[Sequence[int]], rank: int, world: int) -
 
 @dataclass
 class ShardLayout:
-    """layout: ids, positions (relative to the first pending token) and mask of [pending | window share | tree]."""
+    """layout: ids, positions (relative to the first pending token) and mask of [pending | window share | tree],
+    for ModelCall.step; use this class's row indices (layout.tree_start assumes no pending prefix)."""
 
     layout: StepLayout
     root_row: int  # row of the last accepted token; rows before it are the other pending tokens
