@@ -23,6 +23,21 @@ def generate(
     Takes and returns what `model.generate` takes and returns; with `return_stats=True`, a pair
     (that output, LookaheadStats). The attention mask defaults to all ones (never inferred from pad ids).
     """
+    return generate_with(lookahead_generate, model, input_ids, lookahead_config, attention_mask, generation_config,
+                         return_stats, **generation_kwargs)
+
+
+def generate_with(
+    method,
+    model,
+    input_ids: torch.LongTensor,  # [1, P]
+    lookahead_config: LookaheadConfig | dict | None = None,
+    attention_mask: torch.Tensor | None = None,
+    generation_config: GenerationConfig | None = None,
+    return_stats: bool = False,
+    **generation_kwargs,
+):
+    """`generate` through any lade custom_generate callable `method` (e.g. lade.distributed's)."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     _move_stop_strings_to_criteria(generation_kwargs)
@@ -34,7 +49,7 @@ def generate(
         generation_kwargs["return_dict_in_generate"] = True
     out = model.generate(
         input_ids, attention_mask=attention_mask, generation_config=generation_config,
-        custom_generate=lookahead_generate, lookahead_config=lookahead_config, **generation_kwargs,
+        custom_generate=method, lookahead_config=lookahead_config, **generation_kwargs,
     )
     if not return_stats:
         return out

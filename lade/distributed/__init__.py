@@ -1,0 +1,29 @@
+"""Lookahead parallelism on torch.distributed: every rank holds a model replica and computes a share of each
+step's window columns and verification candidates (arXiv 2402.02057, section "lookahead parallelism").
+
+Launch with `torchrun --nproc_per_node R script.py`; in the script call
+`torch.distributed.init_process_group("gloo" | "nccl", timeout=...)`, then `lade.distributed.generate(...)`
+on every rank with the same model, prompt and settings. Greedy only.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import GenerationConfig
+
+from ..api import generate_with
+from ..config import LookaheadConfig
+from .bench import compression_vs_ranks
+from .loop import ParallelStats, parallel_generate
+
+
+def generate(model, input_ids: torch.LongTensor, lookahead_config: LookaheadConfig | dict | None = None,
+             attention_mask: torch.Tensor | None = None, generation_config: GenerationConfig | None = None,
+             return_stats: bool = False, **generation_kwargs):
+    """`lade.generate`'s signature and outputs, decoded by all ranks of the default process group together;
+    every rank returns the same sequence (with return_stats, its own ParallelStats)."""
+    return generate_with(parallel_generate, model, input_ids, lookahead_config, attention_mask, generation_config,
+                         return_stats, **generation_kwargs)
+
+
+__all__ = ["ParallelStats", "compression_vs_ranks", "generate", "parallel_generate"]

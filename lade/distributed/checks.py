@@ -1,0 +1,92 @@
+"""Up-front checks of lookahead parallelism: a process group, a shardable config, the same inputs everywhere."""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+import torch.distributed as dist
+from transformers import GenerationConfig
+from transformers.generation.logits_process import LogitsProcessorList
+
+from ..config import LookaheadConfig
+
+
+def require_group() -> tuple[int, int]:
+    """(rank, world size) of the default process group, or a clear error."""
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError(
+            "lade.distributed needs an initialised torch.distributed process group: launch with "
+            "`torchrun --nproc_per_node R script.py` and call torch.distributed.init_process_group('gloo' or 'nccl', "
+            "timeout=datetime.timedelta(seconds=...)) first; for one process use lade.generate"
+        )
+    return dist.get_rank(), dist.get_world_size()
+
+
+def check_shardable(config: LookaheadConfig, world: int) -> None:
+    if config.window_size < world:
+        raise ValueError(
+            f"window_size={config.window_size} cannot be sharded across {world} ranks (each rank needs at least one "
+            f"window column): set window_size >= {world} (e.g. {world} * columns per rank) or launch fewer ranks"
+        )
+
+
+def check_parallel_generation(gen: GenerationConfig) -> None:
+    """What lookahead parallelism refuses on top of single-process lade."""
+    if gen.do_sample:
+        raise ValueError(
+            "lade.distributed decodes greedily only: sampling across ranks is not implemented; set do_sample=False "
+            "(or use lade.generate in one process)"
+        )
+    if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):
+        raise ValueError(
+            "lade.distributed does not return scores/logits (only the winning rank holds them); drop output_scores "
+            "/ output_logits or use lade.generate in one process"
+        )
+    if gen.max_time is not None:
+        raise ValueError("max_time would stop ranks at different steps; use max_new_tokens with lade.distributed")
+
+
+FINGERPRINT = ("world_size", "lookahead_config", "prompt_length", "prompt_ids", "max_length", "eos_token_id",
+               "logits_processors", "model_weights_sum")
+
+
+def fingerprint(model, input_ids: torch.Tensor, config: LookaheadConfig, gen: GenerationConfig,
+                processors: LogitsProcessorList, world: int) -> list[float]:
+    """Small numbers (named by FINGERPRINT) that must agree on every rank, all exact in float64."""
+    eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+    weights = sum(float(p.detach().float().sum()) for p in model.parameters())
+    return [
+        world,
+        zlib.crc32(repr(config).encode()),
+        input_ids.shape[-1],
+        zlib.crc32(input_ids.detach().cpu().to(torch.int64).numpy().tobytes()),
+        gen.max_length or 0,
+        zlib.crc32(repr(eos).encode()),
+        zlib.crc32(repr([type(p).__name__ for p in processors]).encode()),
+        weights,
+    ]
+
+
+def check_same_everywhere(values: list[float] | None, local_error: ValueError | None, device: torch.device) -> None:
+    """all_gather every rank's fingerprint (None where its own checks failed with `local_error`), so that all
+    ranks raise together: the failing ranks their own error, the others a ValueError naming them or naming
+    the fingerprint fields that differ."""
+    row = [0.0] * len(FINGERPRINT) if values is None else values
+    mine = torch.tensor([float(values is None), *row], dtype=torch.float64, device=device)  # [1 + F]
+    parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, mine)
+    table = torch.stack(parts).cpu()  # [R, 1 + F]
+    if local_error is not None:
+        raise local_error
+    refused = table[:, 0].nonzero().flatten().tolist()
+    if refused:
+        raise ValueError(f"rank(s) {refused} refused their inputs (see the error on those ranks); stopping here too")
+    differ = [(name, table[:, 1 + i].tolist()) for i, name in enumerate(FINGERPRINT)
+              if not bool((table[:, 1 + i] == table[0, 1 + i]).all())]
+    if differ:
+        detail = "; ".join(f"{name} per rank = {column}" for name, column in differ)
+        raise ValueError(
+            f"ranks disagree on {detail}. Every rank must call lade.distributed with the same model weights, prompt, "
+            "lookahead_config and generation settings"
+        )

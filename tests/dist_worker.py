@@ -1,0 +1,104 @@
+"""One rank of the lookahead-parallelism tests (launched by test_distributed.py, 2 ranks, gloo on CPU).
+
+Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process),
+`errors` (clear errors raised on every rank, group still usable afterwards), `fail` (rank 1 raises
+mid-decoding). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
+"""
+
+import datetime
+import sys
+
+import torch
+import torch.distributed as dist
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+import lade
+import lade.distributed
+from tiny_models import random_prompt, tiny_model
+
+GREEDY = dict(do_sample=False, max_new_tokens=40, eos_token_id=None)
+CONFIGS = [
+    lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
+    lade.LookaheadConfig(window_size=5, ngram_size=4, guess_set_size=7),  # uneven column and candidate shares
+    lade.LookaheadConfig(window_size=2, ngram_size=2, guess_set_size=0),  # no verification branch
+    lade.LookaheadConfig(window_size=3, ngram_size=5, guess_set_size=1, pool_from_prompt=False),  # rank 1: no tree
+]
+
+
+def plain(model, ids, **kw):
+    return model.generate(ids, attention_mask=torch.ones_like(ids), **{**GREEDY, **kw})
+
+
+def exact(rank: int) -> None:
+    """Same tokens as plain greedy and the same accepted tokens per step as single-process lade (the union of
+    the ranks' shares is the single-process step); both ranks must really take tokens verified elsewhere."""
+    refed, cases = 0, 0
+    for arch in ("llama", "gpt2"):
+        model = tiny_model(arch, "sdpa")
+        for i in range(8):
+            ids = random_prompt(i, repeat=i % 2 == 0)
+            kw = dict(repetition_penalty=1.3) if i == 5 else dict(eos_token_id=7) if i == 6 else {}
+            cfg = CONFIGS[i % len(CONFIGS)]
+            out, stats = lade.distributed.generate(model, ids, cfg, return_stats=True, **{**GREEDY, **kw})
+            _, single = lade.generate(model, ids, cfg, return_stats=True, **{**GREEDY, **kw})
+            assert torch.equal(out, plain(model, ids, **kw)), (arch, i, cfg)
+            assert stats.accepted_per_step == single.accepted_per_step, (arch, i, cfg)
+            refed, cases = refed + stats.refed_tokens, cases + 1
+    assert refed > 0, "no step accepted tokens verified on another rank: the KV re-feed path is untested"
+    print(f"RANK {rank} EXACT OK cases={cases} refed={refed}", flush=True)
+
+
+def expect_error(text: str, call) -> None:
+    try:
+        call()
+    except ValueError as error:
+        assert text in str(error), str(error)
+        return
+    raise AssertionError(f"no ValueError containing {text!r}")
+
+
+def errors(rank: int) -> None:
+    model = tiny_model("llama", "sdpa")
+    ids = random_prompt(3)
+    run = lambda ids=ids, cfg=CONFIGS[0], **kw: lade.distributed.generate(model, ids, cfg, **{**GREEDY, **kw})
+    expect_error("window_size=1 cannot be sharded across 2 ranks", lambda: run(cfg=lade.LookaheadConfig(1, 3, 2)))
+    expect_error("ranks disagree on prompt_length", lambda: run(ids=random_prompt(3, length=20 + rank)))
+    expect_error("ranks disagree on lookahead_config", lambda: run(cfg=lade.LookaheadConfig(4, 3, 4 + rank)))
+    expect_error("greedily only", lambda: run(do_sample=True))
+    shard_error = "cannot be sharded" if rank == 1 else "rank(s) [1] refused their inputs"
+    expect_error(shard_error, lambda: run(cfg=lade.LookaheadConfig(4 - 3 * rank, 3, 4)))
+    assert torch.equal(run(), plain(model, ids)), "the group must stay usable after refused inputs"
+    print(f"RANK {rank} ERRORS OK", flush=True)
+
+
+class FailOnRank(StoppingCriteria):
+    """Raises on `rank` at its `after`-th call (mid-decoding), as a crashing rank would."""
+
+    def __init__(self, rank: int, after: int) -> None:
+        self.fail, self.calls, self.after = rank == 1, 0, after
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.calls += 1
+        if self.fail and self.calls >= self.after:
+            raise RuntimeError("injected failure on rank 1")
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool)
+
+
+def fail(rank: int) -> None:
+    model = tiny_model("llama", "sdpa")
+    criteria = StoppingCriteriaList([FailOnRank(rank, after=6)])
+    lade.distributed.generate(model, random_prompt(0), CONFIGS[0], stopping_criteria=criteria, **GREEDY)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    # a long gloo timeout: a failure must surface through lade's abort message, not through this timeout
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+    rank = dist.get_rank()
+    try:
+        for mode in sys.argv[1:]:
+            {"exact": exact, "errors": errors, "fail": fail}[mode](rank)
+    except Exception as error:
+        print(f"RANK {rank} ERROR {type(error).__name__}: {error}", flush=True)
+        sys.exit(1)
+    dist.destroy_process_group()
