@@ -29,7 +29,7 @@ from .tree import TokenTree
 from .window import LookaheadWindow
 
 
-class _Sequence:
+class OutputSequence:
     """The growing output of one sequence: ids, stopping, streaming and optional per-token scores."""
 
     def __init__(self, input_ids, stopping_criteria, streamer, keep_scores: bool, keep_logits: bool) -> None:
@@ -87,7 +87,7 @@ def lookahead_generate(
     check_compactable(cache, model.config.model_type)
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
     keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
-    seq = _Sequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
+    seq = OutputSequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
     call = ModelCall(model, cache, config.attention)
     stats = LookaheadStats()
     choose = TokenChooser.for_generation(bool(generation_config.do_sample), config, input_ids.device)

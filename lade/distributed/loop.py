@@ -23,7 +23,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 from ..cache import check_compactable, compact
 from ..checks import check_generation, resolve_config
 from ..config import LookaheadConfig
-from ..decoding import _Sequence
+from ..decoding import OutputSequence
 from ..model_call import ModelCall
 from ..outputs import LookaheadDecoderOnlyOutput, LookaheadStats
 from ..pool import NGramPool
@@ -80,7 +80,7 @@ def parallel_generate(
         streamer = lookahead_streamer
         streamer.put(input_ids.cpu())
     exchange = StepExchange(config.ngram_size, config.window_size, rank, world, comm_device)
-    seq = _Sequence(input_ids, stopping_criteria, streamer, keep_scores=False, keep_logits=False)
+    seq = OutputSequence(input_ids, stopping_criteria, streamer, keep_scores=False, keep_logits=False)
     stats = ParallelStats(world_size=world)
     start = time.perf_counter()
     try:
@@ -98,7 +98,7 @@ def parallel_generate(
     return LookaheadDecoderOnlyOutput(sequences=seq.ids, cache=cache, lookahead_stats=stats)
 
 
-def _decode(model, cache, seq: _Sequence, config: LookaheadConfig, processors: LogitsProcessorList,
+def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processors: LogitsProcessorList,
             exchange: StepExchange, stats: ParallelStats) -> None:
     rank, world, device = exchange.rank, exchange.world, seq.ids.device
     call = ModelCall(model, cache)
