@@ -9,6 +9,7 @@ from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList
 
 from .config import LookaheadConfig
+from .quantization import check_quantized_model
 from .verify import check_processors
 
 MASK_ATTENTION = ("eager", "sdpa")
@@ -41,6 +42,7 @@ def check_model(model) -> None:
             f"attn_implementation='{attn}' cannot take lade's 4-D tree mask; load the model with "
             f"attn_implementation in {MASK_ATTENTION}"
         )
+    check_quantized_model(model)
 
 
 def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,

@@ -1,0 +1,68 @@
+"""Quantized models: which quantization methods lade decodes, and what to install for them.
+
+lade runs the model's own forward on one fused step of many tokens, so a quantized model decodes like
+its plain greedy run when its quantized layers compute each token's row on its own:
+- bitsandbytes 4-bit (NF4 / FP4, double quantization): weights are dequantized (or multiplied blockwise),
+  activations stay in the compute dtype, rows are independent.
+- bitsandbytes 8-bit (LLM.int8): activations are quantized row by row; with `llm_int8_threshold > 0`
+  (default 6.0) the outlier columns are chosen over *all rows of the step* and computed in fp16, so a
+  token's result can depend on the other tokens in its step, exactly as it already differs between
+  prefill and one-token decoding in plain `generate`. `llm_int8_threshold=0.0` makes rows independent.
+- AWQ (through gptqmodel, which transformers uses for `quant_method="awq"`): int4 weights with group
+  scales and zeros; on the CPU a torch int4 matmul in the activation dtype; rows are independent.
+Half-precision models (fp16 / bf16 activations) match plain greedy only up to rounding: a near-tie in
+the logits can flip between a one-token step and a many-token step, as for any fp16 model.
+- GGUF: transformers dequantizes the weights while loading, so the model is a plain float model.
+Other methods are refused until they are tested here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Backend:
+    package: str  # the module that runs the quantized layers
+    extra: str  # the lade extra that installs it
+
+
+BACKENDS = {
+    "bitsandbytes": Backend("bitsandbytes", "bnb"),
+    "awq": Backend("gptqmodel", "awq"),  # its torch kernels run on the CPU too
+}
+DEQUANTIZED_ON_LOAD = ("gguf",)
+
+
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def quantization_method(quantization_config) -> str | None:
+    """The `quant_method` of a transformers quantization config (object, dict or None) as a plain string."""
+    if quantization_config is None:
+        return None
+    method = (quantization_config.get("quant_method") if isinstance(quantization_config, dict)
+              else getattr(quantization_config, "quant_method", None))
+    return getattr(method, "value", method)
+
+
+def require_backend(method: str) -> None:
+    """Raise a clear error when lade does not support `method` or its backend is not installed."""
+    if method in DEQUANTIZED_ON_LOAD:
+        return
+    if method not in BACKENDS:
+        supported = sorted([*BACKENDS, *DEQUANTIZED_ON_LOAD])
+        raise ValueError(f"quantization method {method!r} is not supported by lade (supported: {supported}); "
+                         f"load the model without quantization or with one of those")
+    backend = BACKENDS[method]
+    if not _installed(backend.package):
+        raise ImportError(f"{method} models need the '{backend.package}' package: pip install 'lade[{backend.extra}]'")
+
+
+def check_quantized_model(model) -> None:
+    """Called by `check_model`: nothing for plain models, a clear error for unsupported quantized ones."""
+    method = quantization_method(getattr(model.config, "quantization_config", None))
+    if method is not None:
+        require_backend(method)
