@@ -12,10 +12,10 @@ its plain greedy run when its quantized layers compute each token's row on its o
   (integer matmul, per-row scales) and the output is identical. lade warns about the default.
 - AWQ (through gptqmodel, which transformers uses for `quant_method="awq"`): int4 weights with group
   scales and zeros; on the CPU a torch int4 matmul in the activation dtype; rows are independent.
-Half-precision models (fp16 / bf16 activations) match plain greedy only up to rounding: a near-tie in
-the logits can flip between a one-token step and a many-token step, as for any fp16 model.
 - GGUF: transformers dequantizes the weights while loading, so the model is a plain float model.
 Other methods are refused until they are tested here.
+Half-precision models (fp16 / bf16 activations) match plain greedy only up to rounding: a near-tie in
+the logits can flip between a one-token step and a many-token step, as for any fp16 model.
 """
 
 from __future__ import annotations
