@@ -21,7 +21,7 @@ from lade.models import load_model
 
 PRECISIONS = {
     "fp32": None,
-    "int8": BitsAndBytesConfig(load_in_8bit=True, llm_int8_threshold=0.0),  # rows independent: exact
+    "int8": BitsAndBytesConfig(load_in_8bit=True),  # quantizes activations: output may drift (see lade/quantization.py)
     "nf4": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32),
 }
 
