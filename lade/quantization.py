@@ -1,21 +1,18 @@
 """Quantized models: which quantization methods lade decodes, and what to install for them.
 
-lade runs the model's own forward on one fused step of many tokens, so a quantized model decodes like
-its plain greedy run when its quantized layers compute each token's row on its own:
-- bitsandbytes 4-bit (NF4 / FP4, double quantization): weights are dequantized (or multiplied blockwise),
-  activations stay in the compute dtype, rows are independent.
-- bitsandbytes 8-bit (LLM.int8) quantizes the *activations* too (per row, rounded to int8; with
-  `llm_int8_threshold > 0` the fp16 outlier columns are even chosen over all rows of the step). Rounding
-  is discontinuous: the ~1e-7 float differences between a many-token step and a one-token step can
-  cross a rounding boundary and move an activation by a whole int8 step. Measured: SmolLM2-135M in
-  8-bit drifts from plain greedy within 48 tokens with threshold 6.0 and with 0.0 (tiny random models
-  match). lade decodes such models but warns; the drift is of the kind fp16 models show.
+lade runs the model's own forward on one fused step of many tokens. Greedy output equals plain greedy
+token for token when a token's logits do not depend on how many tokens share its step; reduced-precision
+activations break that at near-ties (a ~1e-3 rounding difference flips an argmax), as for any fp16 model.
+- bitsandbytes computes activations in reduced precision: 8-bit (LLM.int8) casts them to fp16 and
+  rounds them to int8 (with `llm_int8_threshold > 0` its fp16 outlier columns are even chosen over all
+  tokens of the step); 4-bit (NF4 / FP4, double quantization) on the CPU runs a fused kernel in bf16
+  whatever `bnb_4bit_compute_dtype` says. Measured on this CPU: tiny random models match plain greedy,
+  SmolLM2-135M drifts from plain greedy within 48 tokens in 8-bit (threshold 6.0 and 0.0) and in NF4.
+  lade decodes these models and warns.
 - AWQ (through gptqmodel, which transformers uses for `quant_method="awq"`): int4 weights with group
   scales and zeros; on the CPU a torch int4 matmul in the activation dtype; rows are independent.
 - GGUF: transformers dequantizes the weights while loading, so the model is a plain float model.
 Other methods are refused until they are tested here.
-Half-precision models (fp16 / bf16 activations) match plain greedy only up to rounding: a near-tie in
-the logits can flip between a one-token step and a many-token step, as for any fp16 model.
 """
 
 from __future__ import annotations
@@ -36,10 +33,10 @@ BACKENDS = {
     "awq": Backend("gptqmodel", "awq"),  # its torch kernels run on the CPU too
 }
 DEQUANTIZED_ON_LOAD = ("gguf",)
-INT8_WARNING = (
-    "bitsandbytes 8-bit quantizes activations, so lade's multi-token steps can round differently from plain "
-    "one-token decoding and greedy output can drift from plain greedy (as with fp16); 4-bit (weight-only) "
-    "bitsandbytes or AWQ decode identically"
+BNB_WARNING = (
+    "bitsandbytes computes activations in reduced precision (8-bit: fp16 and int8; 4-bit on the CPU: bf16), so "
+    "lade's multi-token steps can round differently from plain one-token decoding and greedy output can drift "
+    "from plain greedy at near-ties, as with any fp16 model"
 )
 
 
@@ -79,5 +76,5 @@ def check_quantized_model(model) -> None:
     if method is None:
         return
     require_backend(method)
-    if _field(quantization_config, "load_in_8bit"):
-        warnings.warn(INT8_WARNING, stacklevel=2)
+    if method == "bitsandbytes":
+        warnings.warn(BNB_WARNING, stacklevel=2)

@@ -1,8 +1,6 @@
 """Quantized models (bitsandbytes 8-bit / 4-bit, AWQ) decode through lade exactly like plain greedy on the
 same quantized model; unsupported methods and missing backends fail with a message saying what to do."""
 
-import warnings
-
 import bitsandbytes as bnb  # lade[bnb] is part of the test environment
 import pytest
 import torch
@@ -10,7 +8,6 @@ from transformers import AwqConfig, BitsAndBytesConfig
 
 import lade
 from lade import quantization
-from lade.data import encode_chat, load_prompts
 from lade.models import load_model
 from quantized_models import load_quantized, save_tiny, save_tiny_awq
 from tiny_models import random_prompt, tiny_model
@@ -72,32 +69,11 @@ def test_awq_greedy_equals_plain_greedy(tmp_path):
     assert_greedy_exact(model)
 
 
-@pytest.mark.slow
-def test_smollm2_4bit_equals_plain_greedy():
-    """The embedded SmolLM2-135M in NF4 (weight-only, fp32 activations): 2 chat prompts, 48 tokens. (In
-    8-bit, activation rounding makes it drift from plain greedy: see lade/quantization.py.)"""
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", **FP32)
-    model, tok = load_model("embedded", quantization_config=quant)
-    assert isinstance(model.model.layers[0].mlp.down_proj, bnb.nn.Linear4bit)
-    prompts = [load_prompts("mt_bench", 1)[0]["prompt"], load_prompts("humaneval", 1)[0]["prompt"]]
-    kw = dict(do_sample=False, max_new_tokens=48, eos_token_id=None)
-    for prompt in prompts:
-        ids, mask = encode_chat(tok, prompt)
-        ref = model.generate(ids, attention_mask=mask, **kw)
-        out, stats = lade.generate(model, ids, lade.LookaheadConfig(5, 4, 5), attention_mask=mask,
-                                   return_stats=True, **kw)
-        assert torch.equal(out, ref), tok.decode(out[0, ids.shape[1]:])
-        assert stats.steps < 48
-
-
-def test_int8_warns_and_4bit_does_not(tiny_folder):
-    """8-bit quantizes activations (rounding can differ between step shapes): lade says so; 4-bit does not."""
-    model = load_quantized(tiny_folder, BNB["int8-threshold0"][0])
-    with pytest.warns(UserWarning, match="8-bit quantizes activations"):
-        lade.generate(model, random_prompt(0), max_new_tokens=2)
-    model = load_quantized(tiny_folder, BNB["nf4"][0])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=".*quantizes activations.*")
+@pytest.mark.parametrize("name", ["int8", "nf4"])
+def test_bnb_warns_about_reduced_precision(tiny_folder, name):
+    """bitsandbytes rounds activations (fp16 / int8 / bf16 on the CPU): lade says output may drift."""
+    model = load_quantized(tiny_folder, BNB[name][0])
+    with pytest.warns(UserWarning, match="bitsandbytes computes activations in reduced precision"):
         lade.generate(model, random_prompt(0), max_new_tokens=2)
 
 
