@@ -8,6 +8,7 @@ import torch
 from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList
 
+from .adapters import adapter_for
 from .config import LookaheadConfig
 from .verify import check_processors
 
@@ -29,8 +30,8 @@ def resolve_config(value: LookaheadConfig | dict | None, generation_config: Gene
 def check_model(model) -> None:
     model_type = model.config.model_type
     if model.config.is_encoder_decoder:
-        raise ValueError(f"encoder-decoder model type '{model_type}' is not supported by lade's decoder-only path")
-    if "position_ids" not in inspect.signature(model.forward).parameters:
+        adapter_for(model)  # raises a clear error for encoder-decoder types without a position adapter
+    elif "position_ids" not in inspect.signature(model.forward).parameters:
         raise ValueError(
             f"model type '{model_type}' takes no position_ids (e.g. ALiBi models), so tokens that share a logical "
             "position cannot be placed; lade cannot decode it exactly"
@@ -48,7 +49,7 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     check_model(model)
     if input_ids.shape[0] != 1:
         raise ValueError(f"lade decodes one sequence at a time; got batch size {input_ids.shape[0]} (pass one prompt)")
-    mask = model_kwargs.get("attention_mask")
+    mask = model_kwargs.get("decoder_attention_mask" if model.config.is_encoder_decoder else "attention_mask")
     if mask is not None and not bool(mask.all()):
         raise ValueError("lade does not support padded inputs yet: pass an unpadded prompt with an all-ones mask")
     if gen.do_sample:

@@ -12,16 +12,15 @@ import time
 
 import torch
 from transformers import GenerationConfig
-from transformers.cache_utils import DynamicCache
 from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .cache import check_compactable, compact
 from .checks import check_generation, resolve_config
 from .config import LookaheadConfig
+from .encoder_decoder import model_call, new_cache
 from .layout import build_layout
-from .model_call import ModelCall
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
+from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
 from .pool import NGramPool
 from .tree import TokenTree
 from .verify import greedy_walk
@@ -73,12 +72,12 @@ def lookahead_generate(
     """
     config = resolve_config(lookahead_config, generation_config)
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
-    cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
+    cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or new_cache(model)
     check_compactable(cache, model.config.model_type)
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
     keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
     seq = _Sequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
-    call = ModelCall(model, cache)
+    call = model_call(model, cache, model_kwargs)
     stats = LookaheadStats()
     start = time.perf_counter()
 
@@ -122,7 +121,8 @@ def lookahead_generate(
         streamer.end()
     if not generation_config.return_dict_in_generate:
         return seq.ids
-    return LookaheadDecoderOnlyOutput(
+    output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
+    return output_type(
         sequences=seq.ids,
         scores=tuple(seq.scores) if seq.scores is not None else None,
         logits=tuple(seq.logits) if seq.logits is not None else None,

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-from transformers.generation.utils import GenerateDecoderOnlyOutput
+from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerateEncoderDecoderOutput
 
 
 @dataclass
@@ -61,4 +61,9 @@ class LookaheadStats:
 
 @dataclass
 class LookaheadDecoderOnlyOutput(GenerateDecoderOnlyOutput):
+    lookahead_stats: LookaheadStats | None = None
+
+
+@dataclass
+class LookaheadEncoderDecoderOutput(GenerateEncoderDecoderOutput):
     lookahead_stats: LookaheadStats | None = None
