@@ -3,6 +3,9 @@
 from .api import generate
 from .config import LookaheadConfig
 from .decoding import lookahead_generate
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
+from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
 
-__all__ = ["LookaheadConfig", "LookaheadDecoderOnlyOutput", "LookaheadStats", "generate", "lookahead_generate"]
+__all__ = [
+    "LookaheadConfig", "LookaheadDecoderOnlyOutput", "LookaheadEncoderDecoderOutput", "LookaheadStats", "generate",
+    "lookahead_generate",
+]

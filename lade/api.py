@@ -42,6 +42,8 @@ def generate_with(
         attention_mask = torch.ones_like(input_ids)
     _move_stop_strings_to_criteria(generation_kwargs)
     generation_kwargs["lookahead_streamer"] = generation_kwargs.pop("streamer", None)
+    if model.config.is_encoder_decoder:  # the source's n-grams seed the pool (generate hands over only the decoder ids)
+        generation_kwargs.setdefault("lookahead_source_ids", input_ids)
     wants_dict = generation_kwargs.get(
         "return_dict_in_generate", (generation_config or model.generation_config).return_dict_in_generate
     )

@@ -9,6 +9,7 @@ from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
+from .adapters import adapter_for
 from .config import LookaheadConfig
 from .quantization import check_quantized_model
 from .verify import check_processors
@@ -29,8 +30,8 @@ def resolve_config(value: LookaheadConfig | dict | None, generation_config: Gene
 def check_model(model) -> None:
     model_type = model.config.model_type
     if model.config.is_encoder_decoder:
-        raise ValueError(f"encoder-decoder model type '{model_type}' is not supported by lade's decoder-only path")
-    if "position_ids" not in inspect.signature(model.forward).parameters:
+        adapter_for(model)  # raises a clear error for encoder-decoder types without a position adapter
+    elif "position_ids" not in inspect.signature(model.forward).parameters:
         raise ValueError(
             f"model type '{model_type}' takes no position_ids (e.g. ALiBi models), so tokens that share a logical "
             "position cannot be placed; lade cannot decode it exactly"
@@ -41,6 +42,13 @@ def check_model(model) -> None:
 def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,
                      model_kwargs: dict, synced_gpus: bool) -> None:
     check_model(model)
+    if model.config.is_encoder_decoder:
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"lade decodes encoder-decoder models one input at a time; got batch size "
+                             f"{input_ids.shape[0]} (pass one input)")
+        mask = model_kwargs.get("decoder_attention_mask")
+        if mask is not None and not bool(mask.all()):
+            raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
     if gen.num_beams != 1:
         raise ValueError(f"lade does not do beam search; set num_beams=1 (got {gen.num_beams})")
     if gen.num_return_sequences != 1:

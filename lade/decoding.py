@@ -12,7 +12,6 @@ import time
 
 import torch
 from transformers import GenerationConfig
-from transformers.cache_utils import DynamicCache
 from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
@@ -20,9 +19,9 @@ from .batched import batched_generate, is_batched
 from .cache import check_compactable, compact
 from .checks import check_generation, resolve_config
 from .config import LookaheadConfig
+from .encoder_decoder import model_call, new_cache
 from .layout import build_layout
-from .model_call import ModelCall
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
+from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
 from .pool import NGramPool
 from .sampling import TokenChooser
 from .tree import TokenTree
@@ -66,6 +65,7 @@ def lookahead_generate(
     streamer=None,
     lookahead_config: LookaheadConfig | dict | None = None,
     lookahead_streamer=None,
+    lookahead_source_ids: torch.Tensor | None = None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
@@ -74,8 +74,11 @@ def lookahead_generate(
     callable is the custom_generate) or else from `generation_config.lookahead_config`.
     transformers 5.24 hands a callable custom_generate no `streamer`: pass `lookahead_streamer=` instead
     (it receives the prompt, then every new token once, in order).
+    lookahead_source_ids ([1, S]): an encoder-decoder model's source tokens, whose n-grams also seed the pool
+    (generate hands the loop only the decoder prompt; `lade.generate` passes the source itself).
     """
-    if is_batched(input_ids, model_kwargs.get("attention_mask")):  # a batch, or padding: see lade/batched.py
+    # a decoder-only batch, or padding: see lade/batched.py
+    if not model.config.is_encoder_decoder and is_batched(input_ids, model_kwargs.get("attention_mask")):
         return batched_generate(model, input_ids, logits_processor, stopping_criteria, generation_config,
                                 synced_gpus, streamer, lookahead_config, **model_kwargs)
     config = resolve_config(lookahead_config, generation_config)
@@ -83,12 +86,12 @@ def lookahead_generate(
         streamer = lookahead_streamer
         streamer.put(input_ids.cpu())
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
-    cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
+    cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or new_cache(model)
     check_compactable(cache, model.config.model_type)
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
     keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
     seq = OutputSequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
-    call = ModelCall(model, cache, config.attention)
+    call = model_call(model, cache, model_kwargs, config.attention)
     stats = LookaheadStats()
     choose = TokenChooser.for_generation(bool(generation_config.do_sample), config, input_ids.device)
     start = time.perf_counter()
@@ -103,7 +106,9 @@ def lookahead_generate(
     window = LookaheadWindow.from_prompt(input_ids[0], config.window_size, config.ngram_size, config.seed)
     pool = NGramPool(config.ngram_size, config.guess_set_size)
     if config.pool_from_prompt:
-        pool.add_sequence(input_ids[0].tolist())
+        for context in (lookahead_source_ids, input_ids):
+            if context is not None:
+                pool.add_sequence(context[0].tolist())
 
     # 3. steady steps
     while not seq.finished:
@@ -134,7 +139,8 @@ def lookahead_generate(
         streamer.end()
     if not generation_config.return_dict_in_generate:
         return seq.ids
-    return LookaheadDecoderOnlyOutput(
+    output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
+    return output_type(
         sequences=seq.ids,
         scores=tuple(seq.scores) if seq.scores is not None else None,
         logits=tuple(seq.logits) if seq.logits is not None else None,

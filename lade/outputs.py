@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-from transformers.generation.utils import GenerateDecoderOnlyOutput
+from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerateEncoderDecoderOutput
 
 
 @dataclass
@@ -63,3 +63,8 @@ class LookaheadStats:
 class LookaheadDecoderOnlyOutput(GenerateDecoderOnlyOutput):
     lookahead_stats: LookaheadStats | None = None
     row_stats: list[LookaheadStats] | None = None  # per row of a batch; lookahead_stats sums rows per forward
+
+
+@dataclass
+class LookaheadEncoderDecoderOutput(GenerateEncoderDecoderOutput):
+    lookahead_stats: LookaheadStats | None = None

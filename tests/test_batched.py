@@ -10,7 +10,7 @@ import lade
 from lade.cache import compact_rows
 from lade.layout import build_layout, stack_layouts
 from lade.tree import TokenTree
-from distribution import first_two_pvalues
+from distribution import decoder_only, first_two_pvalues
 from tiny_models import COMMON, random_prompt, tiny_model
 
 PAD = COMMON["pad_token_id"]
@@ -214,4 +214,4 @@ def test_batched_sampling_is_lossless_per_row():
                             eos_token_id=None, pad_token_id=PAD)
         return out[:, ids.shape[1]:]
 
-    assert min(first_two_pvalues(model, prompts, draw, samples=2500)) > 1e-3
+    assert min(first_two_pvalues(decoder_only(model), prompts, draw, samples=2500)) > 1e-3

@@ -11,7 +11,7 @@ from transformers import AwqConfig, BitsAndBytesConfig
 import lade
 from lade import quantization
 from lade.models import load_model
-from distribution import first_two_pvalues
+from distribution import decoder_only, first_two_pvalues
 from quantized_models import SIZES, load_quantized, save_tiny, save_tiny_awq
 from tiny_models import random_prompt, tiny_model
 
@@ -128,4 +128,4 @@ def test_bnb_4bit_sampling_is_lossless(tmp_path):
             out = lade.generate(model, prompt[None], cfg, do_sample=True, top_k=0, max_new_tokens=2, eos_token_id=None)
         return out[:, len(prompt):]
 
-    assert first_two_pvalues(model, [prompt], draw, samples=1500)[0] > 1e-3
+    assert first_two_pvalues(decoder_only(model), [prompt], draw, samples=1500)[0] > 1e-3

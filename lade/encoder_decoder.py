@@ -1,0 +1,57 @@
+"""How lade runs an encoder-decoder model: decoder-side lookahead over the encoder output generate computed.
+
+transformers' generate runs the encoder and hands the decoding loop `input_ids` = the decoder prompt
+(decoder start ids) and `encoder_outputs` / `attention_mask` (the encoder's) in model_kwargs. Each forward
+here feeds the decoder tokens with their 4-D tree mask and places them at their logical positions through
+the family's position adapter (lade.adapters), which is undone when the forward returns.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+
+from .adapters import adapter_for
+from .model_call import ModelCall
+
+
+class EncoderDecoderCall(ModelCall):
+    """Decoder forwards of an encoder-decoder model (the encoder is not run again)."""
+
+    def __init__(self, model, cache: Cache, attention: str, encoder_outputs,
+                 encoder_attention_mask: torch.Tensor | None) -> None:
+        super().__init__(model, cache, attention)
+        if self.attention.name != "mask":
+            raise ValueError(
+                f"encoder-decoder lookahead runs through attention='mask' (eager/sdpa decoders), not "
+                f"'{self.attention.name}': load the model with attn_implementation='sdpa'"
+            )
+        self.positions = adapter_for(model)
+        self.decoder = model.get_decoder()
+        self.encoder_outputs = encoder_outputs
+        self.encoder_attention_mask = encoder_attention_mask  # [1, S] or None
+
+    def _run(self, input_ids, position_ids, attention_mask) -> torch.Tensor:
+        with self.positions(self.decoder, position_ids[0]):
+            out = self.model(
+                decoder_input_ids=input_ids, decoder_attention_mask=attention_mask,
+                encoder_outputs=self.encoder_outputs, attention_mask=self.encoder_attention_mask,
+                use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache},
+            )
+        return out.logits[0].float()  # [q, V]
+
+
+def new_cache(model) -> Cache:
+    """The cache lade builds when generate handed none (e.g. use_cache=False)."""
+    if model.config.is_encoder_decoder:
+        return EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    return DynamicCache(config=model.config)
+
+
+def model_call(model, cache: Cache, model_kwargs: dict, attention: str) -> ModelCall:
+    if not model.config.is_encoder_decoder:
+        return ModelCall(model, cache, attention)
+    if model_kwargs.get("encoder_outputs") is None:
+        raise ValueError("encoder-decoder lookahead needs the encoder_outputs that model.generate prepares; call "
+                         "model.generate(..., custom_generate=lade.lookahead_generate) or lade.generate")
+    return EncoderDecoderCall(model, cache, attention, model_kwargs["encoder_outputs"], model_kwargs.get("attention_mask"))
