@@ -40,6 +40,17 @@ from .tree import TokenTree
 from .window import LookaheadWindow
 
 
+def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[P_b] prompts -> ids [B, P] and attention mask [B, P], padded on the left (what lade's batches take)."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p) :] = p
+        mask[b, width - len(p) :] = 1
+    return ids, mask
+
+
 def is_batched(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
     """More than one row, or one padded row: decoded by `batched_generate`."""
     return input_ids.shape[0] > 1 or (attention_mask is not None and not bool(attention_mask.all()))

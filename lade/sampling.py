@@ -41,7 +41,7 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 from .config import LookaheadConfig
 from .tree import TokenTree
-from .verify import Acceptance, greedy_walk
+from .verify import Acceptance, greedy_walk, walk_tree
 
 
 def make_generator(seed: int | None, device: torch.device) -> torch.Generator | None:
@@ -75,23 +75,18 @@ def sample_walk(
     generator: torch.Generator | None,
 ) -> Acceptance:
     """Walk the tree with the multi-candidate rule; same contract as `verify.greedy_walk`."""
-    acc = Acceptance([], [], [])
-    node, ids = -1, prefix
-    while True:
-        row = node + 1
-        scores = processors(ids, logits[row : row + 1].clone())  # [1, V]
+    scores: list[torch.Tensor] = []
+
+    def choose(node: int, ids: torch.Tensor) -> int:
+        processed = processors(ids, logits[node + 1 : node + 2].clone())  # [1, V]
         if keep_scores:
-            acc.scores.append(scores)
+            scores.append(processed)
         drafts = [tree.tokens[c] for c in tree.children(node)]
-        token = draw_at_node(scores.softmax(-1)[0], drafts, generator)
-        acc.tokens.append(token)
-        acc.rows.append(row)
-        child = tree.child(node, token)
-        if child is None:
-            return acc
-        acc.path.append(child)
-        node = child
-        ids = torch.cat([ids, ids.new_tensor([[token]])], dim=1)  # [1, S + depth]
+        return draw_at_node(processed.softmax(-1)[0], drafts, generator)
+
+    acc = walk_tree(tree, prefix, choose)
+    acc.scores = scores
+    return acc
 
 
 def sample_window(

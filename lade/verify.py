@@ -8,6 +8,7 @@ its own prefix, so the result is what token-by-token decoding would give.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -52,6 +53,25 @@ class Acceptance:
     scores: list[torch.Tensor] = field(default_factory=list)  # [1, V] processed scores per token, if kept
 
 
+def walk_tree(tree: TokenTree, prefix: torch.Tensor, choose: Callable[[int, torch.Tensor], int]) -> Acceptance:
+    """Follow the chosen token from the root while it was drafted; the first undrafted choice is the bonus.
+
+    choose(node, ids) -> the token emitted at `node` (-1 = root), ids [1, S + depth] being the node's prefix.
+    """
+    acc = Acceptance([], [], [])
+    node, ids = -1, prefix  # [1, S]
+    while True:
+        token = choose(node, ids)
+        acc.tokens.append(token)
+        acc.rows.append(node + 1)
+        child = tree.child(node, token)
+        if child is None:
+            return acc
+        acc.path.append(child)
+        node = child
+        ids = torch.cat([ids, ids.new_tensor([[token]])], dim=1)  # [1, S + depth]
+
+
 def greedy_walk(
     tree: TokenTree,
     logits: torch.Tensor,  # [1 + T, V]: root row, then one row per tree node
@@ -59,24 +79,17 @@ def greedy_walk(
     processors: LogitsProcessorList,
     keep_scores: bool,
 ) -> Acceptance:
-    # Without processors every node's choice is its argmax: one host sync for the whole tree.
-    choices = logits.argmax(-1).tolist() if not processors and not keep_scores else None
-    acc = Acceptance([], [], [])
-    node, ids = -1, prefix
-    while True:
-        row = node + 1
-        if choices is not None:
-            token = choices[row]
-        else:
-            scores = processors(ids, logits[row : row + 1].clone())  # [1, V]
-            token = int(scores.argmax(-1))
-            if keep_scores:
-                acc.scores.append(scores)
-            ids = torch.cat([ids, ids.new_tensor([[token]])], dim=1)
-        acc.tokens.append(token)
-        acc.rows.append(row)
-        child = tree.child(node, token)
-        if child is None:
-            return acc
-        acc.path.append(child)
-        node = child
+    if not processors and not keep_scores:
+        choices = logits.argmax(-1).tolist()  # every node's choice is its argmax: one host sync for the tree
+        return walk_tree(tree, prefix, lambda node, _ids: choices[node + 1])
+    scores: list[torch.Tensor] = []
+
+    def choose(node: int, ids: torch.Tensor) -> int:
+        processed = processors(ids, logits[node + 1 : node + 2].clone())  # [1, V]
+        if keep_scores:
+            scores.append(processed)
+        return int(processed.argmax(-1))
+
+    acc = walk_tree(tree, prefix, choose)
+    acc.scores = scores
+    return acc

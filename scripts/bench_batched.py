@@ -18,19 +18,9 @@ from pathlib import Path
 import torch
 
 import lade
+from lade.batched import left_pad
 from lade.data import encode_chat, load_prompts
 from lade.models import load_model
-
-
-def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[P_b] prompts -> ids [B, P], attention mask [B, P] (padding on the left)."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for b, p in enumerate(prompts):
-        ids[b, width - len(p) :] = p
-        mask[b, width - len(p) :] = 1
-    return ids, mask
 
 
 def timed(fn):

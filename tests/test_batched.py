@@ -7,6 +7,7 @@ from transformers.cache_utils import DynamicCache
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 import lade
+from lade.batched import left_pad as left_pad_with
 from lade.cache import compact_rows
 from lade.layout import build_layout, stack_layouts
 from lade.tree import TokenTree
@@ -39,14 +40,7 @@ def one_thread():
 
 
 def left_pad(prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """[P_b] prompts -> ids [B, P] and attention mask [B, P], padded on the left."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), PAD, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for b, p in enumerate(prompts):
-        ids[b, width - len(p) :] = p
-        mask[b, width - len(p) :] = 1
-    return ids, mask
+    return left_pad_with(prompts, PAD)
 
 
 def per_row_greedy(model, prompts: list[torch.Tensor], ids: torch.Tensor, **kw) -> torch.Tensor:
