@@ -4,13 +4,14 @@ Python API (used by the notebooks):
 
     from lade.bench import Method, run_benchmark, summarize, save_results, load_results
     df = run_benchmark(model, tok, prompt_sets=("mt_bench", "humaneval"),
-                       methods=[Method.greedy(), Method.lade(4, 5, 5), Method.prompt_lookup(10)],
+                       methods=[Method.auto(), Method.lade(4, 5, 5), Method.prompt_lookup(10)],
                        max_new_tokens=128, n_prompts=10)
     print(summarize(df))            # median tokens/s ratio vs plain greedy per prompt set and method
     save_results(df, "results/bench.jsonl")
 
 CLI: `python -m lade.bench --model embedded --sets mt_bench,humaneval --n 10 --max-new-tokens 128
---methods greedy,pld --config 4,5,5 --out results/bench.jsonl` (`--config N,W,G`, repeatable).
+--methods greedy,auto,pld --config 4,5,5 --threads 1 --out results/bench.jsonl` (`--config N,W,G`,
+repeatable; `auto` = lade.cost's choice for the model and device, see LookaheadConfig.auto).
 
 Methods run interleaved per prompt (their order rotates from prompt to prompt) after one untimed warm-up
 run of each, so they share the machine's state; plain greedy always runs, as the reference for speed
@@ -25,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,7 @@ class Method:
 
     name: str
     kind: str
-    lookahead: LookaheadConfig | str | None = None  # a LookaheadConfig, or "auto"
+    lookahead: LookaheadConfig | str | None = None  # a LookaheadConfig, or "auto:TASK" until resolved
     generate_kwargs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
@@ -84,6 +85,11 @@ class Method:
         return cls(f"lade({ngram_size},{window_size},{guess_set_size}{suffix})", "lade", cfg)
 
     @classmethod
+    def auto(cls, task: str = "mixed") -> "Method":
+        """Lookahead with the (N, W, G) lade.cost chooses for the model and device (resolved before timing)."""
+        return cls("lade-auto" if task == "mixed" else f"lade-auto({task})", "lade", f"auto:{task}")
+
+    @classmethod
     def prompt_lookup(cls, num_tokens: int = 10) -> "Method":
         return cls(f"pld({num_tokens})", "prompt_lookup", generate_kwargs={"prompt_lookup_num_tokens": num_tokens})
 
@@ -93,21 +99,31 @@ class Method:
 
     @classmethod
     def parse(cls, spec: str) -> "Method":
-        """'greedy', 'pld' / 'pld:K', 'lade:N,W,G' (as in the CLI)."""
+        """'greedy', 'auto' / 'auto:TASK', 'pld' / 'pld:K', 'lade:N,W,G' (as in the CLI)."""
         head, _, arg = spec.strip().partition(":")
         if head == "greedy" and not arg:
             return cls.greedy()
+        if head == "auto":
+            return cls.auto(arg or "mixed")
         if head == "pld":
             return cls.prompt_lookup(int(arg) if arg else 10)
         if head == "lade" and arg:
             return cls.lade(*parse_config(arg))
-        raise ValueError(f"unknown method {spec!r}: use greedy, pld, pld:K or lade:N,W,G")
+        raise ValueError(f"unknown method {spec!r}: use greedy, auto, auto:TASK, pld, pld:K or lade:N,W,G")
 
     def config_label(self) -> str:
-        if isinstance(self.lookahead, LookaheadConfig):
-            c = self.lookahead
-            return f"{c.ngram_size},{c.window_size},{c.guess_set_size}"
+        """'N,W,G' of a resolved lookahead config, 'plain' if disabled, '' for other methods."""
+        c = self.lookahead
+        if isinstance(c, LookaheadConfig):
+            return f"{c.ngram_size},{c.window_size},{c.guess_set_size}" if c.enabled else "plain"
         return ""
+
+    def resolved(self, model) -> "Method":
+        """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`."""
+        if not isinstance(self.lookahead, str):
+            return self
+        task = self.lookahead.partition(":")[2]
+        return Method(self.name, self.kind, LookaheadConfig.auto(model, task=task), self.generate_kwargs)
 
 
 def parse_config(text: str) -> tuple[int, int, int]:
@@ -195,20 +211,18 @@ def run_benchmark(
     ignore_eos: bool = False,
     warmup: bool = True,
     progress: bool = True,
-    resolve: Callable[[Method], Method] | None = None,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
 
-    Plain greedy is added if missing (it is the reference). `ignore_eos=True` always generates
-    `max_new_tokens`. `resolve` maps a method to a runnable one before timing (e.g. resolving
-    lookahead="auto" to a config). Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
+    Plain greedy is added if missing (it is the reference); auto methods are resolved (latency measured
+    or loaded from the cache) before any timing. `ignore_eos=True` always generates `max_new_tokens`.
+    Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
     """
     methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
     if len({m.name for m in methods}) != len(methods):
         raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
-    if resolve is not None:
-        methods = [resolve(m) for m in methods]
+    methods = [m.resolved(model) for m in methods]
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
                                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
     if ignore_eos:
@@ -297,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--sets", default="mt_bench,humaneval", help="comma-separated prompt sets")
     parser.add_argument("--n", type=int, default=10, help="prompts per set")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--methods", default="greedy,pld", help="comma-separated: greedy, pld, pld:K")
+    parser.add_argument("--methods", default="greedy,auto,pld",
+                        help="comma-separated: greedy, auto, auto:chat, auto:code, pld, pld:K")
     parser.add_argument("--config", action="append", default=[], metavar="N,W,G",
                         help="a fixed lookahead config (repeatable)")
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")

@@ -20,6 +20,8 @@ class LookaheadConfig:
         eager/sdpa attention).
     seed: seeds the choice of prompt tokens that fill the first window level (output never depends on it
         under greedy decoding; only the speed does).
+    enabled: False runs plain greedy decoding (one token per step) through the same loop; what
+        `LookaheadConfig.auto` returns when no lookahead config is predicted to beat plain decoding.
     """
 
     window_size: int = 5
@@ -29,17 +31,26 @@ class LookaheadConfig:
     pool_from_output: bool = True
     attention: str = "mask"
     seed: int = 0
+    enabled: bool = True
 
     def __post_init__(self) -> None:
         _check_int("window_size", self.window_size, 1, 1024)
         _check_int("ngram_size", self.ngram_size, 2, 64)
         _check_int("guess_set_size", self.guess_set_size, 0, 1024)
         _check_int("seed", self.seed, 0, 2**63 - 1)
-        for name in ("pool_from_prompt", "pool_from_output"):
+        for name in ("pool_from_prompt", "pool_from_output", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_PATHS:
             raise ValueError(f"attention must be one of {ATTENTION_PATHS}, got {self.attention!r}")
+
+    @classmethod
+    def auto(cls, model, task: str = "mixed", **kwargs) -> "LookaheadConfig":
+        """The (W, N, G) predicted fastest for `model` on its device (see lade.cost.auto_config), or a
+        disabled config (plain decoding) when none is predicted to win."""
+        from .cost import auto_config
+
+        return auto_config(model, task=task, **kwargs)
 
     @property
     def levels(self) -> int:

@@ -71,8 +71,8 @@ def lookahead_generate(
     The lookahead parameters come from `lookahead_config=` (a keyword of `model.generate` once this
     callable is the custom_generate) or else from `generation_config.lookahead_config`.
     """
-    config = resolve_config(lookahead_config, generation_config)
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
+    config = resolve_config(lookahead_config, generation_config, model)
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
     check_compactable(cache, model.config.model_type)
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
@@ -90,7 +90,7 @@ def lookahead_generate(
 
     # 2. lookahead state: the Jacobi window and the n-gram pool
     window = LookaheadWindow.from_prompt(input_ids[0], config.window_size, config.ngram_size, config.seed)
-    pool = NGramPool(config.ngram_size, config.guess_set_size)
+    pool = NGramPool(config.ngram_size, config.guess_set_size if config.enabled else 0)
     if config.pool_from_prompt:
         pool.add_sequence(input_ids[0].tolist())
 
@@ -101,7 +101,8 @@ def lookahead_generate(
         if config.pool_from_output:
             pool.add_sequence(seq.ids[0, -(stats.last_accepted + config.ngram_size - 1) :].tolist())
         # 3a. layout: [last | window | candidate tree], positions and tree mask
-        layout = build_layout(last, window.levels, TokenTree(pool.candidates(last)), input_ids.device)
+        levels = window.levels if config.enabled else window.levels[:0]  # [L, W]; [0, W]: plain decoding
+        layout = build_layout(last, levels, TokenTree(pool.candidates(last)), input_ids.device)
         # 3b. one forward for all branches
         with stats.timed_forward(input_ids.device):
             logits = call.step(layout, past)  # [q, V]
@@ -109,8 +110,9 @@ def lookahead_generate(
         tree_logits = torch.cat([logits[:1], logits[layout.tree_start :]])  # [1 + T, V]
         acc = greedy_walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
         # 3d. advance the window one Jacobi iteration; its completed n-grams refresh the pool
-        new_level = logits[layout.top_level_rows(window.width)].argmax(-1)  # [W]
-        pool.add_all(window.advance(new_level))
+        if config.enabled:
+            new_level = logits[layout.top_level_rows(window.width)].argmax(-1)  # [W]
+            pool.add_all(window.advance(new_level))
         # 3e. keep the KV of the last token and the accepted drafts, crop the rest
         compact(cache, past, [0] + [layout.tree_start + n for n in acc.path])
         # 3f. emit (cut at EOS / max length / stop strings, exactly where plain decoding stops)

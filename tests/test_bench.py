@@ -69,6 +69,7 @@ def test_method_parsing():
     assert Method.parse("greedy") == Method.greedy()
     assert Method.parse("pld:7").generate_kwargs == {"prompt_lookup_num_tokens": 7}
     assert Method.parse("lade:4,5,6").lookahead.guess_set_size == 6
+    assert Method.parse("auto").lookahead == "auto:mixed" and Method.parse("auto:code").name == "lade-auto(code)"
     assert parse_config("5,7,7") == (5, 7, 7)
     for bad in ("4,5", "a,b,c", "4,5,5,5"):
         with pytest.raises(ValueError, match="N,W,G"):
