@@ -173,9 +173,9 @@ def _sync(model: torch.nn.Module) -> None:
         torch.cuda.synchronize(device)
 
 
-def _run_once(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
               gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, ForwardTimer]:
-    """One timed generate call -> (new tokens [T], wall seconds, forward timer)."""
+    """One timed generate call of `method` -> (new tokens [T] on the CPU, wall seconds, forward timer)."""
     timer = ForwardTimer(model)
     _sync(model)
     with timer.measuring(), torch.inference_mode():
@@ -235,7 +235,7 @@ def run_benchmark(
     if warmup and encoded:
         ids, mask = encoded[0][2], encoded[0][3]
         for method in methods:
-            _run_once(model, method, ids, mask, {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
+            time_generate(model, method, ids, mask, {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
 
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(encoded) * len(methods), disable=not progress, desc="bench", unit="run")
@@ -244,7 +244,7 @@ def run_benchmark(
         outputs: dict[str, torch.Tensor] = {}
         prompt_rows = []
         for method in order:
-            new, wall, timer = _run_once(model, method, ids, mask, gen_kwargs)
+            new, wall, timer = time_generate(model, method, ids, mask, gen_kwargs)
             outputs[method.name] = new
             prompt_rows.append(_row(set_name, prompt_id, method, ids.shape[1], new, wall, timer))
             bar.update()

@@ -105,18 +105,18 @@ def lookahead_generate(
         layout = build_layout(last, levels, TokenTree(pool.candidates(last)), input_ids.device)
         # 3b. one forward for all branches
         with stats.timed_forward(input_ids.device):
-            logits = call.step(layout, past)  # [q, V]
+            logits = call.step(layout, past)  # [1 + W + T, V]: root, top window level, tree nodes
         # 3c. verify the tree (rows: root, then tree nodes)
-        tree_logits = torch.cat([logits[:1], logits[layout.tree_start :]])  # [1 + T, V]
+        tree_logits = torch.cat([logits[:1], logits[layout.kept_tree_start :]])  # [1 + T, V]
         acc = greedy_walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
         # 3d. advance the window one Jacobi iteration; its completed n-grams refresh the pool
         if config.enabled:
-            new_level = logits[layout.top_level_rows(window.width)].argmax(-1)  # [W]
+            new_level = logits[1 : layout.kept_tree_start].argmax(-1)  # [W]
             pool.add_all(window.advance(new_level))
         # 3e. keep the KV of the last token and the accepted drafts, crop the rest
         compact(cache, past, [0] + [layout.tree_start + n for n in acc.path])
         # 3f. emit (cut at EOS / max length / stop strings, exactly where plain decoding stops)
-        rows = [0 if r == 0 else layout.tree_start + r - 1 for r in acc.rows]
+        rows = [0 if r == 0 else layout.kept_tree_start + r - 1 for r in acc.rows]
         stats.record_step(seq.emit(acc.tokens, acc.scores, logits[rows]))
 
     stats.total_time_s = time.perf_counter() - start

@@ -18,13 +18,17 @@ class ModelCall:
         self.cache = cache
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._keeps_rows = "logits_to_keep" in params
 
-    def _run(self, input_ids, position_ids, attention_mask) -> torch.Tensor:
+    def _run(self, input_ids, position_ids, attention_mask, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """-> logits [q, V], or [len(rows), V] for `rows` only (the LM head then runs on those rows alone)."""
+        keep = {"logits_to_keep": rows} if rows is not None and self._keeps_rows else {}
         out = self.model(
             input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-            use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache},
+            use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache}, **keep,
         )
-        return out.logits[0].float()  # [q, V]
+        logits = out.logits[0]
+        return (logits if keep or rows is None else logits[rows]).float()
 
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
         """input_ids: [1, P] -> logits of the last prompt token [1, V]."""
@@ -32,6 +36,6 @@ class ModelCall:
         return self._run(input_ids, positions, None)[-1:]
 
     def step(self, layout: StepLayout, past: int) -> torch.Tensor:
-        """One fused lookahead step over `past` cached tokens -> logits [q, V]."""
+        """One fused lookahead step over `past` cached tokens -> logits of layout.logit_rows() [1 + W + T, V]."""
         mask = layout.additive_mask(past, self.model.dtype)  # [1, 1, q, past + q]
-        return self._run(layout.input_ids, layout.position_ids(past), mask)
+        return self._run(layout.input_ids, layout.position_ids(past), mask, layout.logit_rows())
