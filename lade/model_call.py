@@ -33,9 +33,10 @@ class ModelCall:
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
         """input_ids: [1, P] -> logits of the last prompt token [1, V]."""
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)  # [1, P]
-        return self._run(input_ids, positions, None)[-1:]
+        return self._run(input_ids, positions, None, positions[0, -1:])  # LM head on the last row only
 
     def step(self, layout: StepLayout, past: int) -> torch.Tensor:
         """One fused lookahead step over `past` cached tokens -> logits of layout.logit_rows() [1 + W + T, V]."""
-        mask = layout.additive_mask(past, self.model.dtype)  # [1, 1, q, past + q]
+        # a single token sees the whole cache: no mask, so the model takes its plain decoding path
+        mask = layout.additive_mask(past, self.model.dtype) if layout.size > 1 else None  # [1, 1, q, past + q]
         return self._run(layout.input_ids, layout.position_ids(past), mask, layout.logit_rows())
