@@ -172,7 +172,7 @@ def batched_generate(
         for row, layout, row_logits in zip(active, layouts, logits):
             tree_logits = torch.cat([row_logits[:1], row_logits[layout.tree_start : layout.size]])  # [1 + T, V]
             acc = choose.walk(layout.tree, tree_logits, row.ids, row.processors, False)
-            top = row_logits[layout.top_level_rows(row.window.width)]  # [W, V]
+            top = row_logits[layout.top_level_rows]  # [W, V]
             new_level = choose.window_level(top, row.ids, row.processors)  # [W]
             row.pool.add_all(row.window.advance(new_level))
             starts.append(row.cached)

@@ -15,16 +15,19 @@ from .quantization import check_quantized_model
 from .verify import check_processors
 
 
-def resolve_config(value: LookaheadConfig | dict | None, generation_config: GenerationConfig) -> LookaheadConfig:
+def resolve_config(value: LookaheadConfig | dict | str | None, generation_config: GenerationConfig,
+                   model=None) -> LookaheadConfig:
     if value is None:
         value = getattr(generation_config, "lookahead_config", None)
     if value is None:
         return LookaheadConfig()
+    if value == "auto":
+        return LookaheadConfig.auto(model)
     if isinstance(value, LookaheadConfig):
         return value
     if isinstance(value, dict):
         return LookaheadConfig(**value)
-    raise ValueError(f"lookahead_config must be a LookaheadConfig or a dict, got {type(value).__name__}")
+    raise ValueError(f"lookahead_config must be a LookaheadConfig, a dict or 'auto', got {value!r}")
 
 
 def check_model(model) -> None:

@@ -32,6 +32,8 @@ class LookaheadConfig:
         argmax: on SmolLM2-135M (4 MT-Bench/HumanEval prompts, 40 tokens, `python -m lade.sampling_bench`)
         compression was 1.54 vs 1.76 (sampled) at temperature 0.3, 1.32 vs 1.31 at 0.7, 1.18 vs 1.19 at 1.0:
         a gain only at low temperature on a small sample, for an extra processors call per step.
+    enabled: False runs plain decoding (one token per step) through the same loop; what
+        `LookaheadConfig.auto` returns when no lookahead config is predicted to beat plain decoding.
     """
 
     window_size: int = 5
@@ -43,6 +45,7 @@ class LookaheadConfig:
     seed: int = 0
     sampling_seed: int | None = None
     sample_window: bool = False
+    enabled: bool = True
 
     def __post_init__(self) -> None:
         _check_int("window_size", self.window_size, 1, 1024)
@@ -51,11 +54,19 @@ class LookaheadConfig:
         _check_int("seed", self.seed, 0, 2**63 - 1)
         if self.sampling_seed is not None:
             _check_int("sampling_seed", self.sampling_seed, 0, 2**63 - 1)
-        for name in ("pool_from_prompt", "pool_from_output", "sample_window"):
+        for name in ("pool_from_prompt", "pool_from_output", "sample_window", "enabled"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_PATHS:
             raise ValueError(f"attention must be one of {ATTENTION_PATHS}, got {self.attention!r}")
+
+    @classmethod
+    def auto(cls, model, task: str = "mixed", **kwargs) -> "LookaheadConfig":
+        """The (W, N, G) predicted fastest for `model` on its device (see lade.cost.auto_config), or a
+        disabled config (plain decoding) when none is predicted to win."""
+        from .cost import auto_config
+
+        return auto_config(model, task=task, **kwargs)
 
     @property
     def levels(self) -> int:

@@ -81,11 +81,11 @@ def lookahead_generate(
     if not model.config.is_encoder_decoder and is_batched(input_ids, model_kwargs.get("attention_mask")):
         return batched_generate(model, input_ids, logits_processor, stopping_criteria, generation_config,
                                 synced_gpus, streamer, lookahead_config, **model_kwargs)
-    config = resolve_config(lookahead_config, generation_config)
     if lookahead_streamer is not None:
         streamer = lookahead_streamer
         streamer.put(input_ids.cpu())
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
+    config = resolve_config(lookahead_config, generation_config, model)
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or new_cache(model)
     check_compactable(cache, model.config.model_type)
     keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
@@ -104,7 +104,7 @@ def lookahead_generate(
 
     # 2. lookahead state: the Jacobi window and the n-gram pool
     window = LookaheadWindow.from_prompt(input_ids[0], config.window_size, config.ngram_size, config.seed)
-    pool = NGramPool(config.ngram_size, config.guess_set_size)
+    pool = NGramPool(config.ngram_size, config.guess_set_size if config.enabled else 0)
     if config.pool_from_prompt:
         for context in (lookahead_source_ids, input_ids):
             if context is not None:
@@ -117,21 +117,22 @@ def lookahead_generate(
         if config.pool_from_output:
             pool.add_sequence(seq.ids[0, -(stats.last_accepted + config.ngram_size - 1) :].tolist())
         # 3a. layout: [last | window | candidate tree], positions and tree mask
-        layout = build_layout(last, window.levels, TokenTree(pool.candidates(last)), input_ids.device)
+        levels = window.levels if config.enabled else window.levels[:0]  # [L, W]; [0, W]: plain decoding
+        layout = build_layout(last, levels, TokenTree(pool.candidates(last)), input_ids.device)
         # 3b. one forward for all branches
         with stats.timed_forward(input_ids.device):
-            logits = call.step(layout, past)  # [q, V]
+            logits = call.step(layout, past)  # [1 + W + T, V]: root, top window level, tree nodes
         # 3c. verify the tree (rows: root, then tree nodes)
-        tree_logits = torch.cat([logits[:1], logits[layout.tree_start :]])  # [1 + T, V]
+        tree_logits = torch.cat([logits[:1], logits[layout.kept_tree_start :]])  # [1 + T, V]
         acc = choose.walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
         # 3d. advance the window one Jacobi iteration; its completed n-grams refresh the pool
-        top = logits[layout.top_level_rows(window.width)]  # [W, V]
-        new_level = choose.window_level(top, seq.ids, logits_processor)  # [W]
-        pool.add_all(window.advance(new_level))
+        if config.enabled:
+            top = logits[1 : layout.kept_tree_start]  # [W, V]
+            pool.add_all(window.advance(choose.window_level(top, seq.ids, logits_processor)))
         # 3e. keep the KV of the last token and the accepted drafts, crop the rest
         compact(cache, past, [0] + [layout.tree_start + n for n in acc.path])
         # 3f. emit (cut at EOS / max length / stop strings, exactly where plain decoding stops)
-        rows = [0 if r == 0 else layout.tree_start + r - 1 for r in acc.rows]
+        rows = [0 if r == 0 else layout.kept_tree_start + r - 1 for r in acc.rows]
         stats.record_step(seq.emit(acc.tokens, acc.scores, logits[rows]))
 
     stats.total_time_s = time.perf_counter() - start

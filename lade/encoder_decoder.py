@@ -31,14 +31,15 @@ class EncoderDecoderCall(ModelCall):
         self.encoder_outputs = encoder_outputs
         self.encoder_attention_mask = encoder_attention_mask  # [1, S] or None
 
-    def _run(self, input_ids, position_ids, attention_mask) -> torch.Tensor:
+    def _run(self, input_ids, position_ids, attention_mask, rows: torch.Tensor | None = None) -> torch.Tensor:
         with self.positions(self.decoder, position_ids[0]):
             out = self.model(
                 decoder_input_ids=input_ids, decoder_attention_mask=attention_mask,
                 encoder_outputs=self.encoder_outputs, attention_mask=self.encoder_attention_mask,
                 use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache},
             )
-        return out.logits[0].float()  # [q, V]
+        logits = out.logits[0].float()  # [q, V]
+        return logits if rows is None else logits[rows]
 
 
 def new_cache(model) -> Cache:

@@ -24,6 +24,7 @@ class StepLayout:
     offsets: torch.Tensor  # [q] logical position minus the last token's position
     visible: torch.Tensor  # [q, q] bool, True where row may attend to column
     window_tokens: int  # L*W
+    window_width: int  # W (0 when the window is empty)
     tree: TokenTree
 
     @property
@@ -34,9 +35,20 @@ class StepLayout:
     def tree_start(self) -> int:
         return 1 + self.window_tokens
 
-    def top_level_rows(self, width: int) -> slice:
-        """Rows whose predictions form the next window level."""
-        return slice(1 + self.window_tokens - width, 1 + self.window_tokens)
+    @property
+    def top_level_rows(self) -> slice:
+        """Rows whose predictions form the next window level (all step rows)."""
+        return slice(1 + self.window_tokens - self.window_width, 1 + self.window_tokens)
+
+    def logit_rows(self) -> torch.Tensor:
+        """[1 + W + T] the rows whose logits a step uses: the root, the top window level, the tree nodes.
+        In those kept logits, the top level is rows 1..W and tree node n is row `kept_tree_start + n`."""
+        return torch.cat([self.offsets.new_zeros(1),
+                          torch.arange(self.top_level_rows.start, self.size, device=self.offsets.device)])
+
+    @property
+    def kept_tree_start(self) -> int:
+        return 1 + self.window_width
 
     def position_ids(self, last_position: int) -> torch.Tensor:
         return (self.offsets + last_position).unsqueeze(0)  # [1, q]
@@ -92,7 +104,7 @@ def build_layout(last_token: int, window: torch.Tensor, tree: TokenTree, device:
         window.reshape(-1).to(device),
         torch.tensor(tree.tokens, dtype=torch.long, device=device),
     ]).unsqueeze(0)  # [1, q]
-    return StepLayout(input_ids, offsets.to(device), visible.to(device), n_window, tree)
+    return StepLayout(input_ids, offsets.to(device), visible.to(device), n_window, width if levels else 0, tree)
 
 
 @dataclass

@@ -20,10 +20,13 @@ class ModelCall:
         self.attention: AttentionPath = attention_path(attention, model)
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
-        self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        self._keeps_rows = "logits_to_keep" in params
 
-    def _run(self, input_ids, position_ids, attention_mask) -> torch.Tensor:
-        return self._forward(input_ids, position_ids, attention_mask)[0]  # [q, V]
+    def _run(self, input_ids, position_ids, attention_mask, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """-> logits [q, V], or [len(rows), V] for `rows` only (the LM head then runs on those rows alone)."""
+        keep = {"logits_to_keep": rows} if rows is not None and self._keeps_rows else {}
+        logits = self._forward(input_ids, position_ids, attention_mask, **keep)[0]
+        return logits if keep or rows is None else logits[rows]
 
     def _forward(self, input_ids, position_ids, attention_mask, **kwargs) -> torch.Tensor:
         with self.attention.active():
@@ -36,12 +39,16 @@ class ModelCall:
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
         """input_ids: [1, P] -> logits of the last prompt token [1, V]."""
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)  # [1, P]
-        return self._run(input_ids, positions, None)[-1:]
+        return self._run(input_ids, positions, None, positions[0, -1:])  # LM head on the last row only
 
-    def step(self, layout: StepLayout, past: int) -> torch.Tensor:
-        """One fused lookahead step over `past` cached tokens -> logits [q, V]."""
-        mask = self.attention.step_mask(layout, past, self.model.dtype)
-        return self._run(layout.input_ids, layout.position_ids(past), mask)
+    def step(self, layout: StepLayout, past: int, all_rows: bool = False) -> torch.Tensor:
+        """One fused lookahead step over `past` cached tokens -> logits of layout.logit_rows() [1 + W + T, V]
+        (the LM head runs on those rows only), or of every row [q, V] with `all_rows`."""
+        if layout.size == 1 and self.attention.name == "mask":
+            mask = None  # a single token sees the whole cache: the model takes its plain decoding path
+        else:
+            mask = self.attention.step_mask(layout, past, self.model.dtype)
+        return self._run(layout.input_ids, layout.position_ids(past), mask, None if all_rows else layout.logit_rows())
 
     def prefill_padded(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Left-padded prompts [B, P] with their 2-D mask -> logits of each last prompt token [B, V].
@@ -49,7 +56,8 @@ class ModelCall:
         Positions count from each row's first real token, exactly as `model.generate` does for padding.
         """
         positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)  # [B, P]
-        return self._forward(input_ids, positions, attention_mask, **self._last_logits_only)[:, -1]
+        last = {"logits_to_keep": 1} if self._keeps_rows else {}
+        return self._forward(input_ids, positions, attention_mask, **last)[:, -1]
 
     def step_batch(self, layout: BatchLayout, last_positions: torch.Tensor, cache_visible: torch.Tensor) -> torch.Tensor:
         """One fused step for B rows: last_positions [B], cache_visible [B, C] bool -> logits [B, Q, V]."""

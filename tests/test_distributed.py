@@ -93,14 +93,14 @@ def test_shard_rows_equal_single_process_rows():
     full_call = ModelCall(model, DynamicCache(config=model.config))
     full_call.prefill(ids[:, :-1])
     full = build_layout(root, window, TokenTree(candidates), ids.device)
-    full_logits = full_call.step(full, ids.shape[1] - 1)  # [q, V]
+    full_logits = full_call.step(full, ids.shape[1] - 1, all_rows=True)  # [q, V]
     for rank in (0, 1):
         call = ModelCall(model, DynamicCache(config=model.config))
         call.prefill(ids[:, :-3])
         columns = own_columns(5, rank, 2)
         tree = TokenTree(own_candidates(candidates, rank, 2))
         shard = shard_layout(ids[0, -3:].tolist(), window, columns, tree, ids.device)
-        logits = call.step(shard.layout, ids.shape[1] - 3)  # [q_rank, V]
+        logits = call.step(shard.layout, ids.shape[1] - 3, all_rows=True)  # [q_rank, V]
         torch.testing.assert_close(logits[shard.root_row], full_logits[0], atol=1e-5, rtol=1e-5)
         top_level = full_logits[[1 + 5 + j for j in columns]]  # level 1 of the full [2, 5] window
         torch.testing.assert_close(logits[shard.top_rows], top_level, atol=1e-5, rtol=1e-5)

@@ -7,6 +7,8 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 import lade
 import lade.decoding
+import lade.encoder_decoder
+import lade.sampling
 from lade.model_call import ModelCall
 from lade.sampling import draw_at_node
 from lade.verify import Acceptance
@@ -80,18 +82,19 @@ class ReplayCall(ModelCall):
 
     memo: dict = {}
 
-    def _run(self, input_ids, position_ids, attention_mask):
+    def _run(self, input_ids, position_ids, attention_mask, rows=None):
         layers = self.cache.layers if self.cache.get_seq_length() else []
         key = (b"".join(layer.keys.numpy().tobytes() for layer in layers), input_ids.numpy().tobytes(),
-               position_ids.numpy().tobytes(), None if attention_mask is None else attention_mask.numpy().tobytes())
+               position_ids.numpy().tobytes(), None if attention_mask is None else attention_mask.numpy().tobytes(),
+               None if rows is None else rows.numpy().tobytes())
         if key not in self.memo:
             past = self.cache.get_seq_length()
-            logits = super()._run(input_ids, position_ids, attention_mask)
-            rows = [(layer.keys[:, :, past:].clone(), layer.values[:, :, past:].clone()) for layer in self.cache.layers]
-            self.memo[key] = (logits, rows)
+            logits = super()._run(input_ids, position_ids, attention_mask, rows)
+            kv = [(layer.keys[:, :, past:].clone(), layer.values[:, :, past:].clone()) for layer in self.cache.layers]
+            self.memo[key] = (logits, kv)
             return logits
-        logits, rows = self.memo[key]
-        for i, (k, v) in enumerate(rows):
+        logits, kv = self.memo[key]
+        for i, (k, v) in enumerate(kv):
             self.cache.update(k, v, i)
         return logits
 
@@ -154,7 +157,7 @@ def one_thread():
 
 @pytest.fixture
 def replay(monkeypatch):
-    monkeypatch.setattr(lade.decoding, "ModelCall", ReplayCall)
+    monkeypatch.setattr(lade.encoder_decoder, "ModelCall", ReplayCall)
 
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
@@ -173,7 +176,7 @@ def test_biased_verifier_is_rejected(small, replay, monkeypatch):
     """Power check: the same test must reject the longest-of-independent-samples verifier, even with fewer
     samples than the lossless runs get."""
     model, ids = small
-    monkeypatch.setattr(lade.decoding, "sample_walk", biased_walk)
+    monkeypatch.setattr(lade.sampling, "sample_walk", biased_walk)
     gen_kw, config = SETTINGS["temperature"]
     counts, multi = lade_counts(model, ids, gen_kw, config, POWER_SAMPLES)
     assert multi > 0.25

@@ -131,7 +131,7 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
         stats.refed_tokens += shard.root_row
         # 3b. one forward
         with stats.timed_forward(device):
-            logits = call.step(shard.layout, past)  # [q, V]
+            logits = call.step(shard.layout, past, all_rows=True)  # [q, V]
         # 3c. verify own candidates (rows: root, then tree nodes)
         tree_logits = torch.cat([logits[shard.root_row : shard.root_row + 1], logits[shard.tree_start :]])
         acc = greedy_walk(tree, tree_logits, seq.ids, processors, False)

@@ -63,5 +63,5 @@ def shard_layout(pending: Sequence[int], window: torch.Tensor, columns: Sequence
     input_ids = torch.cat([torch.tensor(list(pending[:-1]), dtype=torch.long, device=device),
                            full.input_ids[0, index]]).unsqueeze(0)  # [1, q]
     top_rows = [p + 1 + i for i, (l, j) in enumerate(cells) if l == levels - 1 and j in own]
-    layout = StepLayout(input_ids, offsets, visible, len(cells), tree)
+    layout = StepLayout(input_ids, offsets, visible, len(cells), 0, tree)  # rows are read through ShardLayout
     return ShardLayout(layout, root_row=p, top_rows=top_rows, tree_start=p + 1 + len(cells))

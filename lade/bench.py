@@ -1,0 +1,343 @@
+"""Benchmark runner: prompt sets x decoding methods -> tokens/s, compression, forward/host time, exactness.
+
+Python API (used by the notebooks):
+
+    from lade.bench import Method, run_benchmark, summarize, save_results, load_results
+    df = run_benchmark(model, tok, prompt_sets=("mt_bench", "humaneval"),
+                       methods=[Method.auto(), Method.lade(4, 5, 5), Method.prompt_lookup(10)],
+                       max_new_tokens=128, n_prompts=10)
+    print(summarize(df))            # median tokens/s ratio vs plain greedy per prompt set and method
+    save_results(df, "results/bench.jsonl")
+
+CLI: `python -m lade.bench --model embedded --sets mt_bench,humaneval --n 10 --max-new-tokens 128
+--methods greedy,auto,pld --config 4,5,5 --threads 1 --out results/bench.jsonl` (`--config N,W,G`,
+repeatable; `auto` = lade.cost's choice for the model and device, see LookaheadConfig.auto).
+
+Methods run interleaved per prompt (their order rotates from prompt to prompt) after one untimed warm-up
+run of each, so they share the machine's state; plain greedy always runs, as the reference for speed
+ratios and for exactness. Timings are wall-clock on whatever else the machine is doing: read medians.
+
+Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["provenance"]` holds
+`lade.provenance.provenance(...)` with the run's parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .api import generate as lade_generate
+from .config import LookaheadConfig
+from .data import encode_chat, load_prompts
+from .provenance import provenance
+
+ROW_COLUMNS = {
+    "prompt_set": "name of the prompt set (mt_bench, humaneval, ...)",
+    "prompt_id": "id of the prompt within its set",
+    "method": "Method.name",
+    "config": "'N,W,G' for lookahead methods (the resolved one for auto), '' otherwise",
+    "prompt_tokens": "prompt length in tokens",
+    "new_tokens": "tokens generated",
+    "wall_s": "wall-clock time of the generate call (prefill included)",
+    "tokens_per_s": "new_tokens / wall_s",
+    "forward_calls": "forward passes of the benchmarked model (prefill included)",
+    "compression": "new_tokens / forward_calls (plain greedy: 1.0)",
+    "step_tokens": "mean tokens fed per forward call after the prefill (plain greedy: 1.0)",
+    "forward_s": "time spent inside the model's forward",
+    "host_share": "1 - forward_s / wall_s: share of time outside the model forward",
+    "matches_greedy": "output token-for-token identical to plain greedy on this prompt",
+    "speedup": "tokens_per_s / plain greedy's tokens_per_s on the same prompt",
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """One decoding method. Build with the constructors below; `name` labels its rows.
+
+    kind: "greedy" (model.generate, do_sample=False), "lade" (lade.generate with `lookahead`),
+    "prompt_lookup" (transformers prompt lookup decoding) or "assisted" (transformers assisted generation).
+    """
+
+    name: str
+    kind: str
+    lookahead: LookaheadConfig | str | None = None  # a LookaheadConfig, or "auto:TASK" until resolved
+    generate_kwargs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def greedy(cls) -> "Method":
+        return cls("greedy", "greedy")
+
+    @classmethod
+    def lade(cls, ngram_size: int, window_size: int, guess_set_size: int, **config: Any) -> "Method":
+        """Lookahead with fixed (N, W, G); extra LookaheadConfig fields by keyword."""
+        cfg = LookaheadConfig(window_size=window_size, ngram_size=ngram_size, guess_set_size=guess_set_size, **config)
+        suffix = "".join(f",{k}={v}" for k, v in sorted(config.items()))
+        return cls(f"lade({ngram_size},{window_size},{guess_set_size}{suffix})", "lade", cfg)
+
+    @classmethod
+    def auto(cls, task: str = "mixed") -> "Method":
+        """Lookahead with the (N, W, G) lade.cost chooses for the model and device (resolved before timing)."""
+        return cls("lade-auto" if task == "mixed" else f"lade-auto({task})", "lade", f"auto:{task}")
+
+    @classmethod
+    def prompt_lookup(cls, num_tokens: int = 10) -> "Method":
+        return cls(f"pld({num_tokens})", "prompt_lookup", generate_kwargs={"prompt_lookup_num_tokens": num_tokens})
+
+    @classmethod
+    def assisted(cls, assistant_model, name: str = "assisted") -> "Method":
+        return cls(name, "assisted", generate_kwargs={"assistant_model": assistant_model})
+
+    @classmethod
+    def parse(cls, spec: str) -> "Method":
+        """'greedy', 'auto' / 'auto:TASK', 'pld' / 'pld:K', 'lade:N,W,G' (as in the CLI)."""
+        head, _, arg = spec.strip().partition(":")
+        if head == "greedy" and not arg:
+            return cls.greedy()
+        if head == "auto":
+            return cls.auto(arg or "mixed")
+        if head == "pld":
+            return cls.prompt_lookup(int(arg) if arg else 10)
+        if head == "lade" and arg:
+            return cls.lade(*parse_config(arg))
+        raise ValueError(f"unknown method {spec!r}: use greedy, auto, auto:TASK, pld, pld:K or lade:N,W,G")
+
+    def config_label(self) -> str:
+        """'N,W,G' of a resolved lookahead config, 'plain' if disabled, '' for other methods."""
+        c = self.lookahead
+        if isinstance(c, LookaheadConfig):
+            return f"{c.ngram_size},{c.window_size},{c.guess_set_size}" if c.enabled else "plain"
+        return ""
+
+    def resolved(self, model) -> "Method":
+        """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`."""
+        if not isinstance(self.lookahead, str):
+            return self
+        task = self.lookahead.partition(":")[2]
+        return Method(self.name, self.kind, LookaheadConfig.auto(model, task=task), self.generate_kwargs)
+
+
+def parse_config(text: str) -> tuple[int, int, int]:
+    """'N,W,G' -> (N, W, G)."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"a lookahead config is 'N,W,G' (three integers, e.g. 4,5,5), got {text!r}")
+    n, w, g = (int(p) for p in parts)
+    return n, w, g
+
+
+class ForwardTimer:
+    """Counts and times the forward calls of one module (hooks removed when the `with` block ends)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self.calls = 0
+        self.seconds = 0.0
+        self.fed: list[int] = []  # tokens fed per call
+        self._start = 0.0
+
+    def _pre(self, _module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.fed.append(ids.shape[-1] if ids is not None else 0)
+        self._start = time.perf_counter()
+
+    def _post(self, *_: Any) -> None:
+        _sync(self.module)
+        self.seconds += time.perf_counter() - self._start
+        self.calls += 1
+
+    @contextmanager
+    def measuring(self) -> Iterator["ForwardTimer"]:
+        self.calls, self.seconds, self.fed = 0, 0.0, []
+        handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
+                   self.module.register_forward_hook(self._post)]
+        try:
+            yield self
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+def _sync(model: torch.nn.Module) -> None:
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+              gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, ForwardTimer]:
+    """One timed generate call of `method` -> (new tokens [T] on the CPU, wall seconds, forward timer)."""
+    timer = ForwardTimer(model)
+    _sync(model)
+    with timer.measuring(), torch.inference_mode():
+        start = time.perf_counter()
+        if method.kind == "lade":
+            out = lade_generate(model, input_ids, method.lookahead, attention_mask=attention_mask, **gen_kwargs)
+        else:
+            out = model.generate(input_ids, attention_mask=attention_mask, **gen_kwargs, **method.generate_kwargs)
+        _sync(model)
+        wall = time.perf_counter() - start
+    return out[0, input_ids.shape[1]:].cpu(), wall, timer
+
+
+def _row(prompt_set: str, prompt_id: str, method: Method, prompt_tokens: int, new: torch.Tensor, wall: float,
+         timer: ForwardTimer) -> dict[str, Any]:
+    n = int(new.numel())
+    return {
+        "prompt_set": prompt_set, "prompt_id": prompt_id, "method": method.name, "config": method.config_label(),
+        "prompt_tokens": prompt_tokens, "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
+        "forward_calls": timer.calls, "compression": n / max(timer.calls, 1),
+        "step_tokens": sum(timer.fed[1:]) / max(len(timer.fed) - 1, 1), "forward_s": timer.seconds,
+        "host_share": max(0.0, 1.0 - timer.seconds / wall),
+    }
+
+
+def run_benchmark(
+    model,
+    tokenizer,
+    prompt_sets: Sequence[str] = ("mt_bench", "humaneval"),
+    methods: Sequence[Method] = (),
+    max_new_tokens: int = 128,
+    n_prompts: int = 10,
+    ignore_eos: bool = False,
+    warmup: bool = True,
+    progress: bool = True,
+    **provenance_params: Any,
+) -> pd.DataFrame:
+    """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
+
+    Plain greedy is added if missing (it is the reference); auto methods are resolved (latency measured
+    or loaded from the cache) before any timing. `ignore_eos=True` always generates `max_new_tokens`.
+    Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
+    """
+    methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
+    if len({m.name for m in methods}) != len(methods):
+        raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
+    methods = [m.resolved(model) for m in methods]
+    gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
+                                  "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
+    if ignore_eos:
+        gen_kwargs["eos_token_id"] = None
+    device = next(model.parameters()).device
+    encoded = [
+        (name, str(row["id"]), *(t.to(device) for t in encode_chat(tokenizer, row["prompt"])))
+        for name in prompt_sets for row in load_prompts(name, n_prompts)
+    ]
+    if warmup and encoded:
+        ids, mask = encoded[0][2], encoded[0][3]
+        for method in methods:
+            time_generate(model, method, ids, mask, {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
+
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=len(encoded) * len(methods), disable=not progress, desc="bench", unit="run")
+    for i, (set_name, prompt_id, ids, mask) in enumerate(encoded):
+        order = methods[i % len(methods):] + methods[: i % len(methods)]  # rotate: no method always first
+        outputs: dict[str, torch.Tensor] = {}
+        prompt_rows = []
+        for method in order:
+            new, wall, timer = time_generate(model, method, ids, mask, gen_kwargs)
+            outputs[method.name] = new
+            prompt_rows.append(_row(set_name, prompt_id, method, ids.shape[1], new, wall, timer))
+            bar.update()
+        greedy_row = next(r for r in prompt_rows if r["method"] == "greedy")
+        for row in prompt_rows:
+            row["matches_greedy"] = torch.equal(outputs[row["method"]], outputs["greedy"])
+            row["speedup"] = row["tokens_per_s"] / greedy_row["tokens_per_s"]
+        rows.extend(sorted(prompt_rows, key=lambda r: [m.name for m in methods].index(r["method"])))
+    bar.close()
+
+    df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    df.attrs["provenance"] = provenance(
+        model=getattr(model.config, "_name_or_path", type(model).__name__), dtype=str(model.dtype),
+        prompt_sets=list(prompt_sets), n_prompts=n_prompts, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos,
+        methods={m.name: m.config_label() for m in methods}, **provenance_params,
+    )
+    return df
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (prompt_set, method): median speedup vs plain greedy (per-prompt ratios), median tokens/s,
+    mean compression, mean host share, share of prompts with output identical to greedy."""
+    grouped = df.groupby(["prompt_set", "method"], sort=False)
+    out = grouped.agg(
+        config=("config", "first"), prompts=("prompt_id", "count"), speedup_median=("speedup", "median"),
+        tokens_per_s_median=("tokens_per_s", "median"), compression_mean=("compression", "mean"),
+        step_tokens_mean=("step_tokens", "mean"), host_share_mean=("host_share", "mean"),
+        matches_greedy=("matches_greedy", "mean"),
+    )
+    return out.reset_index()
+
+
+def save_results(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write rows as .jsonl or .csv, and `df.attrs` (provenance) beside them as `<path>.provenance.json`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    elif path.suffix == ".jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        raise ValueError(f"results path must end in .jsonl or .csv, got {path.name!r}")
+    Path(f"{path}.provenance.json").write_text(json.dumps(df.attrs, indent=2, default=str))
+    return path
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """Read what `save_results` wrote (rows plus `df.attrs` from the provenance file)."""
+    path = Path(path)
+    df = pd.read_csv(path) if path.suffix == ".csv" else pd.read_json(path, orient="records", lines=True)
+    df["prompt_id"] = df["prompt_id"].astype(str)
+    df["config"] = df["config"].fillna("").astype(str)
+    meta = Path(f"{path}.provenance.json")
+    if meta.exists():
+        df.attrs.update(json.loads(meta.read_text()))
+    return df
+
+
+def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(prog="python -m lade.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="embedded", help="'embedded', a local model folder or a Hub id")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--sets", default="mt_bench,humaneval", help="comma-separated prompt sets")
+    parser.add_argument("--n", type=int, default=10, help="prompts per set")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--methods", default="greedy,auto,pld",
+                        help="comma-separated: greedy, auto, auto:chat, auto:code, pld, pld:K")
+    parser.add_argument("--config", action="append", default=[], metavar="N,W,G",
+                        help="a fixed lookahead config (repeatable)")
+    parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
+    parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (1 is far steadier on a machine shared with other jobs)")
+    parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl or .csv)")
+    args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+
+    from .models import load_model
+
+    model, tokenizer = load_model(args.model, device=args.device, dtype=args.dtype)
+    methods = [Method.parse(s) for s in args.methods.split(",") if s.strip()]
+    methods += [Method.lade(*parse_config(c)) for c in args.config]
+    df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
+                       ignore_eos=args.ignore_eos, warmup=not args.no_warmup, model_arg=args.model,
+                       threads=torch.get_num_threads())
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
+        print(summarize(df).to_string(index=False))
+    if args.out is not None:
+        print(f"wrote {save_results(df, args.out)}")
+    return df
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Device cost model: lookahead decoding (arXiv 2402.02057) trades FLOPs per step for fewer steps, so whether
+it pays depends on how a step's latency grows with the tokens it feeds.
+
+- `measure_latency` / `latency_profile`: latency(q), the fastest of a few timed forwards of q tokens at a
+  representative cache length, measured on the model's device (cached as JSON per model, dtype, device).
+- `predict` / `choose_config` / `auto_config`: tokens/s of each (N, W, G) config predicted as
+  compression(N, W, G) / (latency(step_tokens(N, W, G)) + host_s), with compression and step size taken
+  from a measured prior (lade/cost_prior.py, made by scripts/cost_prior.py on SmolLM2-135M with MT-Bench
+  and HumanEval prompts); the fastest config, or a disabled one (plain decoding) when none is predicted to
+  beat plain decoding by `min_speedup`. This is what `lookahead_config="auto"` and
+  `LookaheadConfig.auto(model)` use.
+- `roofline_latency` / `predicted_speedup`: the same trade-off for a model size on a GPU class, from peak
+  FLOP/s and memory bandwidth (no measurement).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers.cache_utils import DynamicCache
+
+from .cache import compact
+from .config import LookaheadConfig
+from .cost_prior import PRIOR
+from .layout import build_layout
+from .model_call import ModelCall
+from .provenance import device_description
+from .tree import TokenTree
+
+LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
+CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
+HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain decoding's (measured ~0.5 ms on CPU)
+MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
+TASKS = ("chat", "code", "mixed")
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """seconds[i]: fastest time of one forward of qs[i] tokens with `context` cached tokens, on device `key`."""
+
+    key: str
+    context: int
+    qs: tuple[int, ...]
+    seconds: tuple[float, ...]
+
+    def __call__(self, q: float) -> float:
+        """Latency of a q-token step: linear interpolation, linear extrapolation past the last measured q."""
+        qs, s = np.asarray(self.qs, dtype=float), np.asarray(self.seconds, dtype=float)
+        if q > qs[-1] and len(qs) > 1:
+            return float(s[-1] + (q - qs[-1]) * (s[-1] - s[-2]) / (qs[-1] - qs[-2]))
+        return float(np.interp(q, qs, s))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "LatencyProfile":
+        raw = json.loads(text)
+        return cls(raw["key"], raw["context"], tuple(raw["qs"]), tuple(raw["seconds"]))
+
+
+def device_key(model) -> str:
+    """What latency depends on: model, dtype, attention implementation, device (and CPU threads)."""
+    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    attn = getattr(model.config, "_attn_implementation", None)
+    return f"{name}|{model.dtype}|{attn}|{device_description()}"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.inference_mode()
+def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEXT, repeats: int = 5) -> LatencyProfile:
+    """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens.
+
+    Each step goes through lade's own layout and ModelCall (4-D mask, logical positions), so the times
+    include what a real step pays; the q values are interleaved so machine noise hits them alike, and the
+    fastest repeat is kept (other jobs on the machine only ever add time). Every row's logits are computed,
+    so steps with several window levels (whose lower levels need no logits) cost a little less.
+    """
+    import time
+
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(model.config.vocab_size, (1, context), generator=generator).to(device)  # [1, C]
+    cache = DynamicCache(config=model.config)
+    call = ModelCall(model, cache)
+    call.prefill(prompt)
+    times: dict[int, list[float]] = {q: [] for q in qs}
+    for round_ in range(repeats + 1):
+        for q in qs:
+            window = prompt[:, : q - 1]  # [1, q-1]: one level, so the step feeds q tokens
+            layout = build_layout(int(prompt[0, -1]), window, TokenTree([]), device)
+            _sync(device)
+            start = time.perf_counter()
+            call.step(layout, context)
+            _sync(device)
+            if round_:
+                times[q].append(time.perf_counter() - start)
+            compact(cache, context, [])  # drop the step's KV again
+    return LatencyProfile(device_key(model), context, tuple(qs), tuple(min(times[q]) for q in qs))
+
+
+def latency_profile(model, cache_dir: Path | None = None, refresh: bool = False, **measure_kwargs) -> LatencyProfile:
+    """The model's latency profile, measured once and cached in `<cache>/cost/latency-<hash>.json`."""
+    from .models import cache_dir as default_cache_dir
+
+    key = device_key(model)
+    path = (cache_dir or default_cache_dir()) / "cost" / f"latency-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
+    if path.exists() and not refresh:
+        profile = LatencyProfile.from_json(path.read_text())
+        if profile.key == key:
+            return profile
+    profile = measure_latency(model, **measure_kwargs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(profile.to_json())
+    return profile
+
+
+@dataclass(frozen=True)
+class Prediction:
+    config: tuple[int, int, int]  # (N, W, G)
+    compression: float  # expected new tokens per step
+    step_tokens: float  # expected tokens fed per step
+    speedup: float  # predicted tokens/s relative to plain decoding
+
+
+def prior_table(task: str, prior: Mapping = PRIOR) -> dict[tuple[int, int, int], tuple[float, float]]:
+    """(N, W, G) -> (compression, step_tokens) for "chat", "code" or "mixed" (their mean)."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if task != "mixed":
+        return dict(prior[task])
+    common = set(prior["chat"]) & set(prior["code"])
+    return {k: tuple((a + b) / 2 for a, b in zip(prior["chat"][k], prior["code"][k])) for k in sorted(common)}
+
+
+def predict(latency, task: str = "mixed", host_s: float = HOST_S, prior: Mapping = PRIOR) -> list[Prediction]:
+    """Predicted speedup over plain decoding of every prior config, fastest first.
+
+    latency: q -> seconds (a LatencyProfile or any callable).
+    speedup = compression * latency(1) / (latency(step_tokens) + host_s).
+    """
+    plain = latency(1)
+    predictions = [
+        Prediction(config, c, q, c * plain / (latency(q) + host_s))
+        for config, (c, q) in prior_table(task, prior).items()
+    ]
+    return sorted(predictions, key=lambda p: -p.speedup)
+
+
+def choose_config(latency, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, host_s: float = HOST_S,
+                  prior: Mapping = PRIOR, **config_fields) -> LookaheadConfig:
+    """The predicted fastest config, or LookaheadConfig(enabled=False) if it gains less than `min_speedup`."""
+    best = predict(latency, task, host_s, prior)[0]
+    if best.speedup < min_speedup:
+        return LookaheadConfig(enabled=False, **config_fields)
+    n, w, g = best.config
+    return LookaheadConfig(window_size=w, ngram_size=n, guess_set_size=g, **config_fields)
+
+
+def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, refresh: bool = False,
+                **config_fields) -> LookaheadConfig:
+    """`LookaheadConfig.auto`: measure (or load) the model's latency profile and choose (W, N, G)."""
+    return choose_config(latency_profile(model, refresh=refresh), task, min_speedup, **config_fields)
+
+
+def roofline_latency(params: float, q: int, context_len: int, gpu_row: Mapping[str, float], dtype_bytes: float = 2,
+                     n_layers: int = 0, kv_dim: int = 0) -> float:
+    """Roofline lower bound (seconds) of one forward of q tokens over `context_len` cached tokens.
+
+    gpu_row: "peak_tflops" (dense fp16/bf16 TFLOP/s) and "bandwidth_gbs" (memory GB/s), e.g. a row of
+    data/gpus.csv. FLOPs = 2 params q + 4 n_layers kv_dim q (context_len + q) (attention scores and values);
+    bytes = params dtype_bytes (weights, read once per step) + 2 n_layers kv_dim (context_len + q) dtype_bytes
+    (the KV cache). kv_dim: the model width (n_heads x head_dim; 0 ignores attention).
+    """
+    flops = 2 * params * q + 4 * n_layers * kv_dim * q * (context_len + q)
+    bytes_moved = params * dtype_bytes + 2 * n_layers * kv_dim * (context_len + q) * dtype_bytes
+    return max(flops / (gpu_row["peak_tflops"] * 1e12), bytes_moved / (gpu_row["bandwidth_gbs"] * 1e9))
+
+
+def predicted_speedup(compression: float, lat1: float, latq: float) -> float:
+    """Tokens/s of lookahead over plain decoding: compression x latency(1 token) / latency(q tokens)."""
+    return compression * lat1 / latq

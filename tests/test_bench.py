@@ -1,0 +1,90 @@
+"""The benchmark runner: results schema, exactness flags, summary, files and the CLI on a tiny model."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from lade.bench import ROW_COLUMNS, Method, load_results, main, parse_config, run_benchmark, save_results, summarize
+from lade.models import load_model
+from tiny_hub import save_tiny_chat_model
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return save_tiny_chat_model(tmp_path_factory.mktemp("tiny_chat"))
+
+
+@pytest.fixture(scope="module")
+def results(tiny_dir):
+    torch.set_num_threads(1)
+    model, tok = load_model(str(tiny_dir))
+    methods = [Method.lade(3, 2, 2), Method.prompt_lookup(4)]
+    return run_benchmark(model, tok, ("mt_bench", "humaneval"), methods, max_new_tokens=12, n_prompts=2,
+                         ignore_eos=True, progress=False)
+
+
+def test_schema_and_values(results):
+    """One row per (prompt, method) with the documented columns; greedy is added as the reference, every
+    method reproduces greedy exactly, and the derived columns are consistent with the raw ones."""
+    df = results
+    assert list(df.columns) == list(ROW_COLUMNS)
+    assert len(df) == 2 * 2 * 3
+    assert set(df["method"]) == {"greedy", "lade(3,2,2)", "pld(4)"}
+    assert (df["new_tokens"] == 12).all()  # ignore_eos: exactly max_new_tokens
+    assert df["matches_greedy"].all()
+    greedy = df[df["method"] == "greedy"]
+    assert (greedy["compression"] == 1.0).all() and (greedy["speedup"] == 1.0).all()
+    assert (greedy["forward_calls"] == 12).all() and (greedy["step_tokens"] == 1.0).all()
+    lade_rows = df[df["method"] == "lade(3,2,2)"]
+    assert (lade_rows["config"] == "3,2,2").all()
+    assert (lade_rows["step_tokens"] > 1).all()  # the window alone feeds 1 + W(N-1) = 5 tokens
+    assert ((df["compression"] - df["new_tokens"] / df["forward_calls"]).abs() < 1e-12).all()
+    assert ((df["forward_s"] <= df["wall_s"]) & (df["host_share"] >= 0) & (df["host_share"] < 1)).all()
+    assert {"git_commit", "packages", "device", "params"} <= set(df.attrs["provenance"])
+
+
+def test_summary_medians(results):
+    """summarize: one row per (set, method), the median of the per-prompt speedups."""
+    summary = summarize(results)
+    assert len(summary) == 6
+    row = summary[(summary["prompt_set"] == "humaneval") & (summary["method"] == "pld(4)")].iloc[0]
+    expected = results[(results["prompt_set"] == "humaneval") & (results["method"] == "pld(4)")]["speedup"].median()
+    assert row["speedup_median"] == pytest.approx(expected)
+    assert row["matches_greedy"] == 1.0
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_save_and_load_round_trip(results, tmp_path, suffix):
+    path = save_results(results, tmp_path / f"bench{suffix}")
+    back = load_results(path)
+    pd.testing.assert_frame_equal(back, results, check_exact=False, rtol=1e-9)
+    assert back.attrs["provenance"]["params"]["max_new_tokens"] == 12
+    with pytest.raises(ValueError, match=r"\.jsonl or \.csv"):
+        save_results(results, tmp_path / "bench.txt")
+
+
+def test_method_parsing():
+    assert Method.parse("greedy") == Method.greedy()
+    assert Method.parse("pld:7").generate_kwargs == {"prompt_lookup_num_tokens": 7}
+    assert Method.parse("lade:4,5,6").lookahead.guess_set_size == 6
+    assert Method.parse("auto").lookahead == "auto:mixed" and Method.parse("auto:code").name == "lade-auto(code)"
+    assert parse_config("5,7,7") == (5, 7, 7)
+    for bad in ("4,5", "a,b,c", "4,5,5,5"):
+        with pytest.raises(ValueError, match="N,W,G"):
+            parse_config(bad)
+    with pytest.raises(ValueError, match="unknown method"):
+        Method.parse("beam")
+
+
+def test_cli_on_tiny_model(tiny_dir, tmp_path, capsys):
+    """`python -m lade.bench --model <folder>` runs end to end and writes rows plus provenance."""
+    out = tmp_path / "cli.jsonl"
+    main(["--model", str(tiny_dir), "--sets", "humaneval", "--n", "1", "--max-new-tokens", "8", "--methods",
+          "greedy,pld:3", "--config", "2,2,1", "--threads", "1", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert "speedup_median" in printed and "lade(2,2,1)" in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["method"] for r in rows] == ["greedy", "pld(3)", "lade(2,2,1)"]
+    assert json.loads(out.with_name("cli.jsonl.provenance.json").read_text())["provenance"]["params"]["threads"] == 1

@@ -1,0 +1,91 @@
+"""Cost model: latency interpolation, the automatic choice and its fallback, the roofline, 'auto' end to end."""
+
+import pytest
+import torch
+
+import lade
+from lade.cost import (LatencyProfile, choose_config, latency_profile, predict, predicted_speedup, prior_table,
+                       roofline_latency)
+from tiny_models import random_prompt, tiny_model
+
+# (N, W, G) -> (compression, tokens fed per step)
+FAKE_PRIOR = {
+    "chat": {(3, 1, 2): (1.30, 5.0), (4, 5, 5): (1.60, 25.0)},
+    "code": {(3, 1, 2): (1.50, 5.0), (4, 5, 5): (1.80, 25.0)},
+}
+CPU_LIKE = LatencyProfile("cpu", 256, (1, 5, 25), (0.040, 0.044, 0.070))  # extra tokens cost a lot
+GPU_LIKE = LatencyProfile("gpu", 256, (1, 5, 25), (0.020, 0.020, 0.021))  # memory bound: extra tokens ~free
+
+
+def test_latency_profile_interpolates_and_extrapolates():
+    p = LatencyProfile("k", 256, (1, 5, 25), (0.04, 0.044, 0.07))
+    assert p(5) == pytest.approx(0.044)
+    assert p(15) == pytest.approx(0.044 + 10 * 0.026 / 20)
+    assert p(45) == pytest.approx(0.07 + 20 * 0.026 / 20)  # past the last point: the last segment's slope
+    assert LatencyProfile.from_json(p.to_json()) == p
+
+
+def test_auto_picks_the_config_the_device_favours():
+    """On the CPU-like device the small step wins (1.3*40/44 = 1.18 > 1.6*40/70 = 0.91); on the GPU-like
+    device extra tokens are nearly free, so the large config's higher compression wins."""
+    cpu = choose_config(CPU_LIKE, "chat", host_s=0.0, prior=FAKE_PRIOR)
+    assert (cpu.ngram_size, cpu.window_size, cpu.guess_set_size, cpu.enabled) == (3, 1, 2, True)
+    gpu = choose_config(GPU_LIKE, "chat", host_s=0.0, prior=FAKE_PRIOR)
+    assert (gpu.ngram_size, gpu.window_size, gpu.guess_set_size) == (4, 5, 5)
+    best = predict(CPU_LIKE, "mixed", host_s=0.0, prior=FAKE_PRIOR)[0]
+    assert best.config == (3, 1, 2) and best.compression == pytest.approx(1.4)
+    assert best.speedup == pytest.approx(1.4 * 0.040 / 0.044)
+
+
+def test_auto_falls_back_to_plain_decoding_when_nothing_wins():
+    """Steps of 5 tokens cost 1.5x a single token here: 1.3 / 1.5 < 1, so auto must disable lookahead."""
+    slow = LatencyProfile("slow", 256, (1, 5, 25), (0.040, 0.060, 0.200))
+    cfg = choose_config(slow, "chat", host_s=0.0, prior=FAKE_PRIOR)
+    assert cfg.enabled is False
+    assert choose_config(CPU_LIKE, "chat", min_speedup=1.5, prior=FAKE_PRIOR).enabled is False
+
+
+def test_prior_tasks():
+    assert prior_table("mixed", FAKE_PRIOR)[(3, 1, 2)] == pytest.approx((1.4, 5.0))
+    with pytest.raises(ValueError, match="task must be one of"):
+        prior_table("poetry", FAKE_PRIOR)
+
+
+def test_roofline_on_known_numbers():
+    """7e9 params fp16 on a 1000 TFLOP/s, 2000 GB/s GPU: one token reads 14 GB (7 ms) and computes
+    14 GFLOP (0.014 ms): memory bound; 1000 tokens compute 14 TFLOP = 14 ms: compute bound."""
+    gpu = {"peak_tflops": 1000.0, "bandwidth_gbs": 2000.0}
+    assert roofline_latency(7e9, 1, 0, gpu) == pytest.approx(7e-3)
+    assert roofline_latency(7e9, 1000, 0, gpu) == pytest.approx(14e-3)
+    # attention adds 4 * L * d * q * (ctx + q) FLOPs and 2 * L * d * (ctx + q) * bytes of KV reads
+    with_kv = roofline_latency(7e9, 1, 999, gpu, n_layers=32, kv_dim=4096)
+    assert with_kv == pytest.approx((7e9 * 2 + 2 * 32 * 4096 * 1000 * 2) / 2e12)
+    assert predicted_speedup(2.0, 0.010, 0.016) == pytest.approx(1.25)
+
+
+def test_disabled_config_is_plain_greedy():
+    """enabled=False decodes one token per step through the lookahead loop, output equal to plain greedy."""
+    model = tiny_model("llama")
+    ids = random_prompt(3)
+    kw = dict(do_sample=False, max_new_tokens=20, eos_token_id=None)
+    out, stats = lade.generate(model, ids, lade.LookaheadConfig(enabled=False), return_stats=True, **kw)
+    assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **kw))
+    assert stats.accepted_per_step == [1] * 20
+
+
+def test_auto_end_to_end(tmp_path, monkeypatch):
+    """lookahead_config='auto' measures the tiny model once (cached as JSON), chooses, and stays exact."""
+    monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    model = tiny_model("qwen2")
+    profile = latency_profile(model, qs=(1, 4, 16), context=32, repeats=1)  # measured and cached
+    assert profile.qs == (1, 4, 16) and all(s > 0 for s in profile.seconds)
+    ids = random_prompt(5)
+    kw = dict(do_sample=False, max_new_tokens=16, eos_token_id=None)
+    out = lade.generate(model, ids, "auto", **kw)
+    assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **kw))
+    files = list((tmp_path / "cost").glob("latency-*.json"))
+    assert len(files) == 1
+    assert latency_profile(model) == profile == LatencyProfile.from_json(files[0].read_text())  # from the cache
+    assert isinstance(lade.LookaheadConfig.auto(model), lade.LookaheadConfig)
+    with pytest.raises(ValueError, match="'auto'"):
+        lade.generate(model, ids, "fast", **kw)
