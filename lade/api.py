@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, StoppingCriteriaList, StopStringCriteria
 
 from .config import LookaheadConfig
 from .decoding import lookahead_generate
@@ -25,6 +25,8 @@ def generate(
     """
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
+    _move_stop_strings_to_criteria(generation_kwargs)
+    generation_kwargs["lookahead_streamer"] = generation_kwargs.pop("streamer", None)
     wants_dict = generation_kwargs.get(
         "return_dict_in_generate", (generation_config or model.generation_config).return_dict_in_generate
     )
@@ -37,3 +39,17 @@ def generate(
     if not return_stats:
         return out
     return (out if wants_dict else out.sequences), out.lookahead_stats
+
+
+def _move_stop_strings_to_criteria(kwargs: dict) -> None:
+    """transformers (5.24) drops `tokenizer=` for callable custom_generate methods, so `stop_strings` would be
+    refused; build the same StopStringCriteria here and hand it over as a stopping criterion instead."""
+    stop_strings = kwargs.pop("stop_strings", None)
+    tokenizer = kwargs.pop("tokenizer", None)
+    if stop_strings is None:
+        return
+    if tokenizer is None:
+        raise ValueError("stop_strings need the model's tokenizer: pass tokenizer=... as well")
+    criteria = StoppingCriteriaList(kwargs.get("stopping_criteria") or [])
+    criteria.append(StopStringCriteria(tokenizer, stop_strings))
+    kwargs["stopping_criteria"] = criteria

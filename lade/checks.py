@@ -46,11 +46,6 @@ def check_model(model) -> None:
 def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,
                      model_kwargs: dict, synced_gpus: bool) -> None:
     check_model(model)
-    if input_ids.shape[0] != 1:
-        raise ValueError(f"lade decodes one sequence at a time; got batch size {input_ids.shape[0]} (pass one prompt)")
-    mask = model_kwargs.get("attention_mask")
-    if mask is not None and not bool(mask.all()):
-        raise ValueError("lade does not support padded inputs yet: pass an unpadded prompt with an all-ones mask")
     if gen.do_sample:
         raise ValueError("do_sample=True is not supported yet by lade; use greedy decoding (do_sample=False)")
     if gen.num_beams != 1:
@@ -64,3 +59,8 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     if gen.prompt_lookup_num_tokens or getattr(gen, "assistant_model", None):
         raise ValueError("lade replaces prompt lookup / assisted decoding; do not combine them")
     check_processors(processors)
+    if input_ids.shape[0] != 1:  # after num_beams / num_return_sequences, which expand the batch
+        raise ValueError(f"lade decodes one sequence at a time; got batch size {input_ids.shape[0]} (pass one prompt)")
+    mask = model_kwargs.get("attention_mask")
+    if mask is not None and not bool(mask.all()):
+        raise ValueError("lade does not support padded inputs yet: pass an unpadded prompt with an all-ones mask")

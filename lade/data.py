@@ -92,7 +92,9 @@ def _hub_or_file(name: str, path: str | Path | None) -> Dataset:
         file = Path(path).expanduser()
         if not file.is_file():
             raise _unavailable(name, spec, f"the file {str(file)!r} does not exist")
-        kind = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[file.suffix]
+        kind = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}.get(file.suffix)
+        if kind is None:
+            raise _unavailable(name, spec, f"{file.name!r} is not a .jsonl/.json/.csv/.parquet file")
         raw = load_dataset(kind, data_files=str(file), split="train")
     elif hub_offline():
         raise _unavailable(name, spec, "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE is set")

@@ -64,14 +64,20 @@ def lookahead_generate(
     synced_gpus: bool = False,
     streamer=None,
     lookahead_config: LookaheadConfig | dict | None = None,
+    lookahead_streamer=None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
 
     The lookahead parameters come from `lookahead_config=` (a keyword of `model.generate` once this
     callable is the custom_generate) or else from `generation_config.lookahead_config`.
+    transformers 5.24 hands a callable custom_generate no `streamer`: pass `lookahead_streamer=` instead
+    (it receives the prompt, then every new token once, in order).
     """
     config = resolve_config(lookahead_config, generation_config)
+    if lookahead_streamer is not None:
+        streamer = lookahead_streamer
+        streamer.put(input_ids.cpu())
     check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
     cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
     check_compactable(cache, model.config.model_type)

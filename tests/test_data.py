@@ -1,11 +1,12 @@
 """Frozen prompt sets match their manifest; loaders return the documented rows and fail clearly offline."""
 
+import csv
 import hashlib
 import json
 
 import pytest
 
-from lade.data import PROMPT_DIR, DatasetUnavailableError, load_prompts
+from lade.data import PROMPT_DIR, DatasetUnavailableError, load_prompts, verify_frozen
 
 MANIFEST = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
 
@@ -66,3 +67,21 @@ def test_missing_local_file_and_unknown_set():
         load_prompts("xsum", path="/nonexistent/xsum.jsonl")
     with pytest.raises(ValueError, match="unknown prompt set"):
         load_prompts("nope")
+
+
+def test_verify_frozen_checks_every_manifest_entry():
+    assert verify_frozen() == list(MANIFEST)
+
+
+@pytest.mark.parametrize("name", ["published/speedups.csv", "published/ablation.csv",
+                                  "published/sampling.csv", "gpus.csv"])
+def test_reference_tables_have_sources(name):
+    """Every published number or GPU figure names where it comes from."""
+    rows = list(csv.DictReader((PROMPT_DIR.parent / name).open()))
+    assert rows and all(row["source"].strip() for row in rows)
+
+
+def test_gpu_table_covers_the_classes_we_model():
+    rows = {row["gpu"]: row for row in csv.DictReader((PROMPT_DIR.parent / "gpus.csv").open())}
+    for gpu in ("T4", "RTX 3090", "RTX 4090", "A10G", "L4", "A100 40GB SXM", "A100 80GB SXM", "H100 SXM", "H200 SXM"):
+        assert float(rows[gpu]["fp16_tensor_tflops_dense"]) > 0 and float(rows[gpu]["memory_bandwidth_gbs"]) > 0

