@@ -46,8 +46,6 @@ def check_model(model) -> None:
 def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,
                      model_kwargs: dict, synced_gpus: bool) -> None:
     check_model(model)
-    if gen.do_sample:
-        raise ValueError("do_sample=True is not supported yet by lade; use greedy decoding (do_sample=False)")
     if gen.num_beams != 1:
         raise ValueError(f"lade does not do beam search; set num_beams=1 (got {gen.num_beams})")
     if gen.num_return_sequences != 1:

@@ -20,6 +20,11 @@ class LookaheadConfig:
         eager/sdpa attention).
     seed: seeds the choice of prompt tokens that fill the first window level (output never depends on it
         under greedy decoding; only the speed does).
+    sampling_seed: seeds the draws of do_sample=True (verification and a sampled window) through a private
+        `torch.Generator`, so the same seed gives the same output; None uses torch's default generator, so
+        `torch.manual_seed(...)` before the call makes it reproducible, as with plain `generate`.
+    sample_window: under do_sample=True, draw the window's next Jacobi level from the processed distributions
+        instead of taking the argmax (speed only: output follows the same distribution either way).
     """
 
     window_size: int = 5
@@ -29,13 +34,17 @@ class LookaheadConfig:
     pool_from_output: bool = True
     attention: str = "mask"
     seed: int = 0
+    sampling_seed: int | None = None
+    sample_window: bool = False
 
     def __post_init__(self) -> None:
         _check_int("window_size", self.window_size, 1, 1024)
         _check_int("ngram_size", self.ngram_size, 2, 64)
         _check_int("guess_set_size", self.guess_set_size, 0, 1024)
         _check_int("seed", self.seed, 0, 2**63 - 1)
-        for name in ("pool_from_prompt", "pool_from_output"):
+        if self.sampling_seed is not None:
+            _check_int("sampling_seed", self.sampling_seed, 0, 2**63 - 1)
+        for name in ("pool_from_prompt", "pool_from_output", "sample_window"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_PATHS:

@@ -9,6 +9,7 @@ compacts the KV cache to the accepted tokens. No modeling code is touched.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import torch
 from transformers import GenerationConfig
@@ -23,6 +24,7 @@ from .layout import build_layout
 from .model_call import ModelCall
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadStats
 from .pool import NGramPool
+from .sampling import make_generator, sample_walk, sample_window
 from .tree import TokenTree
 from .verify import greedy_walk
 from .window import LookaheadWindow
@@ -86,12 +88,15 @@ def lookahead_generate(
     seq = _Sequence(input_ids, stopping_criteria, streamer, keep_scores, keep_logits)
     call = ModelCall(model, cache)
     stats = LookaheadStats()
+    sampling = bool(generation_config.do_sample)
+    generator = make_generator(config.sampling_seed, input_ids.device) if sampling else None
+    walk = partial(sample_walk, generator=generator) if sampling else greedy_walk
     start = time.perf_counter()
 
     # 1. prefill: the prompt's KV and the first new token
     with stats.timed_forward(input_ids.device):
         logits = call.prefill(input_ids)  # [1, V]
-    first = greedy_walk(TokenTree([]), logits, input_ids, logits_processor, keep_scores)
+    first = walk(TokenTree([]), logits, input_ids, logits_processor, keep_scores)
     stats.record_step(seq.emit(first.tokens, first.scores, logits[first.rows]))
 
     # 2. lookahead state: the Jacobi window and the n-gram pool
@@ -113,9 +118,13 @@ def lookahead_generate(
             logits = call.step(layout, past)  # [q, V]
         # 3c. verify the tree (rows: root, then tree nodes)
         tree_logits = torch.cat([logits[:1], logits[layout.tree_start :]])  # [1 + T, V]
-        acc = greedy_walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
+        acc = walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
         # 3d. advance the window one Jacobi iteration; its completed n-grams refresh the pool
-        new_level = logits[layout.top_level_rows(window.width)].argmax(-1)  # [W]
+        top = logits[layout.top_level_rows(window.width)]  # [W, V]
+        if sampling and config.sample_window:
+            new_level = sample_window(top, seq.ids, logits_processor, generator)  # [W]
+        else:
+            new_level = top.argmax(-1)  # [W]
         pool.add_all(window.advance(new_level))
         # 3e. keep the KV of the last token and the accepted drafts, crop the rest
         compact(cache, past, [0] + [layout.tree_start + n for n in acc.path])
