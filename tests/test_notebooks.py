@@ -73,11 +73,15 @@ def executed(tmp_path_factory):
                                  for f in FIGURES[path.stem]}
         for path in NOTEBOOKS:
             papermill.execute_notebook(str(path), str(out / f"{path.stem}.replot.ipynb"), kernel_name=_kernel(),
-                                       cwd=str(REPO / "notebooks"), parameters={"quick": True, "recompute": False, "threads": 1},
+                                       cwd=str(REPO / "notebooks"),
+                                       parameters={"quick": True, "threads": 1, "recompute": False},
                                        progress_bar=False)
     finally:
         for key, value in saved.items():
-            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+            if value is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = value
     return out, stamps
 
 
