@@ -157,11 +157,13 @@ def roofline_curves(gpus: pd.DataFrame, models: Sequence[str], qs: Sequence[int]
 
 
 def predict_gpu_speedups(configs: pd.DataFrame, gpus: pd.DataFrame, models: Sequence[str], context: int,
-                         flop_efficiency: float, bandwidth_efficiency: float) -> pd.DataFrame:
+                         flop_efficiency: float, bandwidth_efficiency: float, full_steps: bool = True) -> pd.DataFrame:
     """Predicted speedup = compression x latency(1) / latency(step tokens) per GPU class, model size and config.
 
     configs: rows with `config`, `compression`, `step_tokens` (e.g. `scaling_table` of a measured run).
-    fits_memory: the fp16 weights fit in one GPU's memory.
+    fits_memory: the fp16 weights fit in one GPU's memory. full_steps: price every step at its full size
+    1 + (W + G)(N - 1) (a warm n-gram pool, as in long generations) instead of the measured mean step size
+    (short runs start with an empty pool and feed fewer guesses).
     """
     from .cost import predicted_speedup, roofline_latency
 
@@ -172,10 +174,11 @@ def predict_gpu_speedups(configs: pd.DataFrame, gpus: pd.DataFrame, models: Sequ
             shape = MODEL_SHAPES[name]
             lat1 = roofline_latency(shape["params"], 1, context, row, 2, shape["n_layers"], shape["kv_dim"])
             for _, c in configs.iterrows():
-                latq = roofline_latency(shape["params"], int(round(c["step_tokens"])), context, row, 2,
-                                        shape["n_layers"], shape["kv_dim"])
+                q = 1 + (c["W"] + c["G"]) * (c["N"] - 1) if full_steps else c["step_tokens"]
+                latq = roofline_latency(shape["params"], int(round(q)), context, row, 2, shape["n_layers"],
+                                        shape["kv_dim"])
                 rows.append({"gpu": gpu["gpu"], "model": name, "config": c["config"],
-                             "compression": c["compression"], "step_tokens": c["step_tokens"], "lat1_s": lat1,
+                             "compression": c["compression"], "step_tokens": q, "lat1_s": lat1,
                              "latq_s": latq, "speedup": predicted_speedup(c["compression"], lat1, latq),
                              "fits_memory": shape["params"] * 2 / 1e9 < float(gpu["memory_gb"])})
     return pd.DataFrame(rows, columns=list(GPU_PREDICTION_COLUMNS))

@@ -96,7 +96,9 @@ def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
         axes[1].plot(group["W"], group["compression"], "o-", color=color, label=f"N={int(n)}")
     axes[0].set(xscale="log", xlabel="FLOPs per step (2 x params x tokens fed, log scale)",
                 ylabel="step compression (tokens per forward)", title="compression vs per-step FLOPs")
-    axes[1].set(xscale="log", xlabel="window size W = G (log2 scale)", ylabel="step compression",
+    axes[1].set_xscale("log", base=2)
+    axes[1].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes[1].set(xlabel="window size W = G (log2 scale)", ylabel="step compression",
                 title="a straight line here = linear fall in steps per doubling of W")
     axes[1].xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     axes[1].set_xticks(sorted(table["W"].unique()))
@@ -152,7 +154,7 @@ def gpu_speedup_heatmap(predictions: pd.DataFrame, heading: str) -> plt.Figure:
 
 def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
     """Default vs tuned parameters on an RTX 3090 (7B fp16): modelled (orange outline) beside reported (grey)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
     x = np.arange(len(case))
     ax.bar(x - 0.2, case["reported_speedup"], 0.4, **PUBLISHED_BAR, label="reported (feature-request discussion)")
     ax.bar(x + 0.2, case["modelled_speedup"], 0.4, color="white", edgecolor=MODELLED, lw=2, ls="--",
@@ -163,8 +165,9 @@ def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
         ax.text(i - 0.2, r["reported_speedup"], f"{r['reported_speedup']:.2f}x", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, [f"{p}\n(N,W,G={c})" for p, c in zip(case["parameters"], case["config"])])
     ax.set(ylabel="speedup over greedy (x)")
+    ax.set_ylim(0, 1.25 * max(case["modelled_speedup"].max(), case["reported_speedup"].max()))
     _unity(ax)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     ax.set_title(heading)
     fig.tight_layout()
     return fig
