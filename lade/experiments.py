@@ -1,0 +1,330 @@
+"""Experiment runners and analysis behind the notebooks (the notebooks only call these and plot).
+
+Results files (under `lade.paths.results_dir()`) and their required columns are listed in RESULT_SCHEMAS;
+every file has a `<file>.provenance.json` beside it (`lade.bench.save_results`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .api import generate as lade_generate
+from .bench import ROW_COLUMNS, ForwardTimer, Method, summarize
+from .config import LookaheadConfig
+from .data import encode_chat, load_prompts
+from .paths import GPUS_CSV, published
+from .provenance import provenance
+
+SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
+                    "forward_calls", "compression", "speedup")
+DISTRIBUTION_COLUMNS = ("sampler", "sample", "position", "token", "text")
+LATENCY_COLUMNS = ("source", "gpu", "model", "q", "seconds", "relative")
+GPU_PREDICTION_COLUMNS = ("gpu", "model", "config", "compression", "step_tokens", "lat1_s", "latq_s", "speedup",
+                          "fits_memory")
+RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
+    "mt_bench.jsonl": tuple(ROW_COLUMNS),
+    "humaneval.jsonl": tuple(ROW_COLUMNS),
+    "scaling.jsonl": tuple(ROW_COLUMNS),
+    "latency.csv": LATENCY_COLUMNS,
+    "gpu_compression.jsonl": tuple(ROW_COLUMNS),
+    "gpu_predictions.csv": GPU_PREDICTION_COLUMNS,
+    "sampling.jsonl": SAMPLING_COLUMNS,
+    "sampling_distribution.csv": DISTRIBUTION_COLUMNS,
+    "ablation.jsonl": tuple(ROW_COLUMNS),
+}
+
+# Llama-2 shapes for the roofline model: parameters, layers, attention width (heads x head dim).
+MODEL_SHAPES = {
+    "7B": dict(params=6.74e9, n_layers=32, kv_dim=4096),
+    "13B": dict(params=13.0e9, n_layers=40, kv_dim=5120),
+    "70B": dict(params=69.0e9, n_layers=80, kv_dim=8192),
+}
+
+
+def load_table(path: str | Path) -> pd.DataFrame:
+    """Read a results table that is not a benchmark one (.csv or .jsonl) with its provenance in `df.attrs`."""
+    path = Path(path)
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.suffix == ".csv" else \
+        pd.read_json(path, orient="records", lines=True)
+    meta = Path(f"{path}.provenance.json")
+    if meta.exists():
+        df.attrs.update(json.loads(meta.read_text()))
+    return df
+
+
+def model_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def with_config_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Add integer columns N, W, G parsed from the 'N,W,G' `config` column (NaN for non-lookahead rows)."""
+    out = df.copy()
+    parts = out["config"].astype(str).str.split(",", expand=True).reindex(columns=range(3))
+    for i, name in enumerate(("N", "W", "G")):
+        out[name] = pd.to_numeric(parts[i], errors="coerce")
+    return out
+
+
+def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """bench.summarize plus each method's mean tokens/s, ordered as the methods appear in `df`."""
+    out = summarize(df)
+    means = df.groupby(["prompt_set", "method"], sort=False)["tokens_per_s"].mean().rename("tokens_per_s_mean")
+    return out.merge(means.reset_index(), on=["prompt_set", "method"])
+
+
+def published_speedups(dataset: str, model_prefix: str) -> pd.DataFrame:
+    """Published A100 speedups of `dataset` for models whose name starts with `model_prefix` (speedups.csv)."""
+    table = pd.read_csv(published("speedups"))
+    rows = table[(table["dataset"] == dataset) & table["model"].str.startswith(model_prefix)
+                 & (table["hardware"] == "A100") & table["speedup"].notna()].copy()
+    rows["config"] = rows.apply(
+        lambda r: "" if pd.isna(r["window_size"]) else
+        f"{int(r['ngram_size'])},{int(r['window_size'])},{int(r['guess_set_size'])}", axis=1)
+    return rows[["source", "model", "params_b", "dataset", "hardware", "config", "speedup", "baseline_tok_s",
+                 "lade_tok_s"]].reset_index(drop=True)
+
+
+def scaling_methods(ngram_sizes: Sequence[int], window_sizes: Sequence[int]) -> list[Method]:
+    """Lookahead with G = W for every (N, W): the paper's scaling-law grid."""
+    return [Method.lade(n, w, w) for n in ngram_sizes for w in window_sizes]
+
+
+def scaling_table(df: pd.DataFrame, params: int) -> pd.DataFrame:
+    """Per lookahead config: mean compression and step tokens, and per-step FLOPs = 2 x params x step tokens."""
+    lade_rows = with_config_columns(df[df["config"] != ""])
+    out = lade_rows.groupby(["N", "W", "G", "config"], as_index=False).agg(
+        compression=("compression", "mean"), step_tokens=("step_tokens", "mean"), prompts=("prompt_id", "count"))
+    out["step_flops"] = 2.0 * params * out["step_tokens"]
+    return out.sort_values(["N", "W"]).reset_index(drop=True)
+
+
+def log_slope(table: pd.DataFrame) -> pd.DataFrame:
+    """Per N: least-squares slope of compression against log2(W) (the scaling law predicts a straight line)."""
+    rows = []
+    for n, group in table.groupby("N"):
+        slope, intercept = np.polyfit(np.log2(group["W"]), group["compression"], 1)
+        rows.append({"N": int(n), "compression_per_doubling_W": slope, "intercept": intercept})
+    return pd.DataFrame(rows)
+
+
+def gpu_table() -> pd.DataFrame:
+    """data/gpus.csv with the roofline keys `peak_tflops` (dense fp16 tensor) and `bandwidth_gbs`."""
+    gpus = pd.read_csv(GPUS_CSV)
+    gpus["peak_tflops"] = gpus["fp16_tensor_tflops_dense"]
+    gpus["bandwidth_gbs"] = gpus["memory_bandwidth_gbs"]
+    return gpus
+
+
+def measured_latency(model, qs: Sequence[int], context: int, repeats: int) -> pd.DataFrame:
+    """latency(q) of one forward of q tokens on the model's own device (lade.cost.measure_latency)."""
+    from .cost import measure_latency
+
+    profile = measure_latency(model, qs=tuple(qs), context=context, repeats=repeats)
+    seconds = np.asarray(profile.seconds)
+    return pd.DataFrame({"source": "measured", "gpu": "this device", "model": "",
+                         "q": list(profile.qs), "seconds": seconds, "relative": seconds / seconds[0]})
+
+
+def _effective(gpu: Mapping[str, Any], flop_efficiency: float, bandwidth_efficiency: float) -> dict[str, float]:
+    return {"peak_tflops": float(gpu["peak_tflops"]) * flop_efficiency,
+            "bandwidth_gbs": float(gpu["bandwidth_gbs"]) * bandwidth_efficiency}
+
+
+def roofline_curves(gpus: pd.DataFrame, models: Sequence[str], qs: Sequence[int], context: int,
+                    flop_efficiency: float, bandwidth_efficiency: float) -> pd.DataFrame:
+    """Modelled latency(q) per GPU class and model size (lade.cost.roofline_latency at achieved efficiency)."""
+    from .cost import roofline_latency
+
+    rows = []
+    for _, gpu in gpus.iterrows():
+        row = _effective(gpu, flop_efficiency, bandwidth_efficiency)
+        for name in models:
+            shape = MODEL_SHAPES[name]
+            lat = [roofline_latency(shape["params"], q, context, row, 2, shape["n_layers"], shape["kv_dim"])
+                   for q in qs]
+            rows += [{"source": "roofline", "gpu": gpu["gpu"], "model": name, "q": q, "seconds": s,
+                      "relative": s / lat[0]} for q, s in zip(qs, lat)]
+    return pd.DataFrame(rows, columns=list(LATENCY_COLUMNS))
+
+
+def predict_gpu_speedups(configs: pd.DataFrame, gpus: pd.DataFrame, models: Sequence[str], context: int,
+                         flop_efficiency: float, bandwidth_efficiency: float, full_steps: bool = True) -> pd.DataFrame:
+    """Predicted speedup = compression x latency(1) / latency(step tokens) per GPU class, model size and config.
+
+    configs: rows with `config`, `compression`, `step_tokens` (e.g. `scaling_table` of a measured run).
+    fits_memory: the fp16 weights fit in one GPU's memory. full_steps: price every step at its full size
+    1 + (W + G)(N - 1) (a warm n-gram pool, as in long generations) instead of the measured mean step size
+    (short runs start with an empty pool and feed fewer guesses).
+    """
+    from .cost import predicted_speedup, roofline_latency
+
+    rows = []
+    for _, gpu in gpus.iterrows():
+        row = _effective(gpu, flop_efficiency, bandwidth_efficiency)
+        for name in models:
+            shape = MODEL_SHAPES[name]
+            lat1 = roofline_latency(shape["params"], 1, context, row, 2, shape["n_layers"], shape["kv_dim"])
+            for _, c in configs.iterrows():
+                q = 1 + (c["W"] + c["G"]) * (c["N"] - 1) if full_steps else c["step_tokens"]
+                latq = roofline_latency(shape["params"], int(round(q)), context, row, 2, shape["n_layers"],
+                                        shape["kv_dim"])
+                rows.append({"gpu": gpu["gpu"], "model": name, "config": c["config"],
+                             "compression": c["compression"], "step_tokens": q, "lat1_s": lat1,
+                             "latq_s": latq, "speedup": predicted_speedup(c["compression"], lat1, latq),
+                             "fits_memory": shape["params"] * 2 / 1e9 < float(gpu["memory_gb"])})
+    return pd.DataFrame(rows, columns=list(GPU_PREDICTION_COLUMNS))
+
+
+def best_configs(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Per (GPU, model size): the config with the highest predicted speedup."""
+    best = predictions.loc[predictions.groupby(["gpu", "model"], sort=False)["speedup"].idxmax()]
+    return best.reset_index(drop=True)
+
+
+def rtx3090_case(predictions: pd.DataFrame, default_config: str, tuned_config: str) -> pd.DataFrame:
+    """Modelled 7B speedups on the RTX 3090 for the default and the tuned config, beside the reported ones."""
+    reported = pd.read_csv(published("speedups"))
+    reported = reported[(reported["hardware"] == "RTX 3090") & reported["method"].str.contains("parameters")]
+    model = predictions[(predictions["gpu"] == "RTX 3090") & (predictions["model"] == "7B")].set_index("config")
+    rows = []
+    for label, config, pattern in (("default", default_config, "default"), ("tuned", tuned_config, "tuned")):
+        r = model.loc[config]
+        seen = reported[reported["method"].str.contains(pattern)]["speedup"]
+        rows.append({"parameters": label, "config": config, "compression": r["compression"],
+                     "step_tokens": r["step_tokens"], "latq_over_lat1": r["latq_s"] / r["lat1_s"],
+                     "modelled_speedup": r["speedup"], "reported_speedup": float(seen.iloc[0]) if len(seen) else None})
+    return pd.DataFrame(rows)
+
+
+def _timed(model, input_ids: torch.Tensor, mask: torch.Tensor, config: LookaheadConfig | None,
+           gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, int]:
+    """One generate call (plain if config is None) -> (new tokens [T], wall seconds, forward calls)."""
+    timer = ForwardTimer(model)
+    with timer.measuring(), torch.inference_mode():
+        start = time.perf_counter()
+        if config is None:
+            out = model.generate(input_ids, attention_mask=mask, **gen_kwargs)
+        else:
+            out = lade_generate(model, input_ids, config, attention_mask=mask, **gen_kwargs)
+        wall = time.perf_counter() - start
+    return out[0, input_ids.shape[1]:], wall, timer.calls
+
+
+def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float], config: LookaheadConfig,
+                 n_prompts: int, max_new_tokens: int, seed: int = 0, **provenance_params: Any) -> pd.DataFrame:
+    """Plain sampling vs lookahead sampling at each temperature (top_k=0, top_p=1): tokens/s, compression.
+
+    Both always generate `max_new_tokens` (EOS ignored) so their lengths match; speedup is per prompt and
+    temperature, lade's tokens/s over plain sampling's measured beside it.
+    """
+    device = next(model.parameters()).device
+    prompts = [(str(r["id"]), *(t.to(device) for t in encode_chat(tokenizer, r["prompt"])))
+               for r in load_prompts(prompt_set, n_prompts)]
+    rows = []
+    bar = tqdm(total=len(temperatures) * len(prompts), desc="sampling", unit="prompt")
+    for t_index, temperature in enumerate(temperatures):
+        gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
+                   eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+        for p_index, (prompt_id, ids, mask) in enumerate(prompts):
+            run_seed = seed + 1000 * t_index + p_index
+            pair = {}
+            order = ("plain", "lade") if p_index % 2 == 0 else ("lade", "plain")
+            for method in order:
+                torch.manual_seed(run_seed)
+                cfg = None if method == "plain" else LookaheadConfig(**{**config.to_dict(), "sampling_seed": run_seed})
+                new, wall, calls = _timed(model, ids, mask, cfg, gen)
+                pair[method] = {"prompt_set": prompt_set, "prompt_id": prompt_id, "temperature": temperature,
+                                "method": method, "new_tokens": int(new.numel()), "wall_s": wall,
+                                "tokens_per_s": new.numel() / wall, "forward_calls": calls,
+                                "compression": new.numel() / max(calls, 1)}
+            for row in pair.values():
+                row["speedup"] = row["tokens_per_s"] / pair["plain"]["tokens_per_s"]
+                rows.append(row)
+            bar.update()
+    bar.close()
+    df = pd.DataFrame(rows, columns=list(SAMPLING_COLUMNS))
+    df.attrs["provenance"] = provenance(
+        model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt_set=prompt_set,
+        temperatures=list(temperatures), config=config.to_dict(), n_prompts=n_prompts,
+        max_new_tokens=max_new_tokens, seed=seed, **provenance_params)
+    return df
+
+
+def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig, temperature: float,
+                         samples: int, new_tokens: int, seed: int = 0, **provenance_params: Any) -> pd.DataFrame:
+    """`samples` continuations of `new_tokens` tokens from plain sampling (two independent seed sets, the second
+    one a noise floor) and from lookahead sampling; one row per (sampler, sample, position, token, its text)."""
+    device = next(model.parameters()).device
+    ids, mask = (t.to(device) for t in encode_chat(tokenizer, prompt))
+    gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
+               eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+    samplers = {"plain": (None, seed), "plain (independent seeds)": (None, seed + 10**6),
+                "lade": (config, seed + 2 * 10**6)}
+    rows, calls = [], {}
+    bar = tqdm(total=samples * len(samplers), desc="distribution", unit="sample")
+    for name, (cfg, base) in samplers.items():
+        calls[name] = 0
+        for i in range(samples):
+            torch.manual_seed(base + i)
+            run_cfg = None if cfg is None else LookaheadConfig(**{**cfg.to_dict(), "sampling_seed": base + i})
+            new, _, n_calls = _timed(model, ids, mask, run_cfg, gen)
+            calls[name] += n_calls
+            rows += [{"sampler": name, "sample": i, "position": pos, "token": int(tok),
+                      "text": tokenizer.decode([int(tok)])} for pos, tok in enumerate(new.tolist())]
+            bar.update()
+    bar.close()
+    df = pd.DataFrame(rows, columns=list(DISTRIBUTION_COLUMNS))
+    df.attrs["provenance"] = provenance(
+        model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt=prompt,
+        temperature=temperature, samples=samples, new_tokens=new_tokens, config=config.to_dict(), seed=seed,
+        compression={name: samples * new_tokens / max(c, 1) for name, c in calls.items()}, **provenance_params)
+    return df
+
+
+def total_variation(dist: pd.DataFrame, reference: str = "plain") -> pd.DataFrame:
+    """Per position and sampler: total-variation distance of its empirical token distribution to `reference`'s."""
+    freq = dist.groupby(["sampler", "position"])["token"].value_counts(normalize=True).rename("p").reset_index()
+    ref = freq[freq["sampler"] == reference][["position", "token", "p"]]
+    rows = []
+    for (sampler, position), group in freq[freq["sampler"] != reference].groupby(["sampler", "position"]):
+        merged = group[["token", "p"]].merge(ref[ref["position"] == position][["token", "p"]], on="token",
+                                             how="outer", suffixes=("", "_ref")).fillna(0.0)
+        rows.append({"sampler": sampler, "position": int(position),
+                     "tv_distance": 0.5 * float((merged["p"] - merged["p_ref"]).abs().sum())})
+    return pd.DataFrame(rows)
+
+
+def ablation_methods(ngram_size: int = 5) -> dict[str, Method]:
+    """Paper Table 3 analogue: label -> method. "prompt n-grams only" keeps the window minimal (W=1) and fills
+    the pool from the prompt only; the lookahead rows use output n-grams only unless "+ prompt pool"."""
+    n = ngram_size
+    return {
+        "prompt lookup (transformers)": Method.prompt_lookup(10),
+        "prompt n-grams only (W=1, G=15)": Method.lade(n, 1, 15, pool_from_output=False),
+        "lookahead W=30, G=1": Method.lade(n, 30, 1, pool_from_prompt=False),
+        "lookahead W=15, G=15": Method.lade(n, 15, 15, pool_from_prompt=False),
+        "lookahead W=15, G=15 + prompt pool": Method.lade(n, 15, 15),
+    }
+
+
+def ablation_table(df: pd.DataFrame, labels: Mapping[str, Method]) -> pd.DataFrame:
+    """Reproduced ablation rows beside the published ones (data/published/ablation.csv, same order)."""
+    names = {m.name: label for label, m in labels.items()}
+    ours = speedup_summary(df)
+    ours = ours[ours["method"].isin(names)].copy()
+    ours["variant"] = ours["method"].map(names)
+    paper = pd.read_csv(published("ablation")).dropna(subset=["speedup"])
+    paper_variant = ["prompt n-grams only (W=1, G=15)", "lookahead W=30, G=1", "lookahead W=15, G=15",
+                     "lookahead W=15, G=15 + prompt pool"]
+    paper = paper.assign(variant=paper_variant[: len(paper)])
+    return ours.merge(paper[["variant", "speedup", "compression"]].rename(
+        columns={"speedup": "published_speedup", "compression": "published_compression"}), on="variant", how="left")

@@ -1,0 +1,115 @@
+"""Every notebook executes under papermill in quick mode, writes non-empty PNG + PDF figures and results that
+match their schema, and re-plots from those saved results with recompute=False (no model run).
+
+Results and figures go to a temporary folder (LADE_RESULTS_DIR / LADE_FIGURES_DIR), never to the repo's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+papermill = pytest.importorskip("papermill")
+
+from lade.bench import load_results  # noqa: E402
+from lade.experiments import RESULT_SCHEMAS, load_table  # noqa: E402
+from lade.paths import REPO  # noqa: E402
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+FIGURES = {  # notebook -> figures it must write
+    "01_mt_bench_speedup": ["01_mt_bench_speedup"],
+    "02_humaneval_speedup": ["02_humaneval_speedup"],
+    "03_scaling_law": ["03_scaling_law"],
+    "04_flops_vs_throughput": ["04_latency_vs_tokens", "04_gpu_speedup_heatmap", "04_rtx3090_default_vs_tuned"],
+    "05_sampling": ["05_sampling_vs_temperature", "05_sampling_distribution"],
+    "06_ablation": ["06_ablation"],
+}
+RESULTS = {
+    "01_mt_bench_speedup": ["mt_bench.jsonl"],
+    "02_humaneval_speedup": ["humaneval.jsonl"],
+    "03_scaling_law": ["scaling.jsonl"],
+    "04_flops_vs_throughput": ["gpu_compression.jsonl", "latency.csv", "gpu_predictions.csv"],
+    "05_sampling": ["sampling.jsonl", "sampling_distribution.csv"],
+    "06_ablation": ["ablation.jsonl"],
+}
+
+
+def test_every_notebook_is_covered_and_clean():
+    """The lists above name every notebook; committed notebooks carry no outputs and a tagged parameters cell
+    of literals that papermill can override (quick, model, device, dtype, recompute)."""
+    assert sorted(p.stem for p in NOTEBOOKS) == sorted(FIGURES) == sorted(RESULTS)
+    for path in NOTEBOOKS:
+        cells = json.loads(path.read_text())["cells"]
+        code = [c for c in cells if c["cell_type"] == "code"]
+        assert "parameters" in code[0]["metadata"].get("tags", []), path.name
+        params = "".join(code[0]["source"])
+        for name in ("quick = False", "model = ", "device = ", "dtype = ", "recompute = True"):
+            assert name in params, f"{path.name}: parameters cell lacks {name!r}"
+        for cell in code:
+            assert not cell.get("outputs") and cell.get("execution_count") is None, f"{path.name} has outputs"
+            source = "".join(cell["source"])
+            assert "\ndef " not in f"\n{source}" and "\nclass " not in f"\n{source}", f"{path.name}: logic in a cell"
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """Run all notebooks in quick mode (recompute=True), then again re-plotting only (recompute=False)."""
+    out = tmp_path_factory.mktemp("notebooks")
+    env = {"LADE_RESULTS_DIR": str(out / "results"), "LADE_FIGURES_DIR": str(out / "figures"),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits the environment of this process
+    try:
+        stamps = {}
+        for path in NOTEBOOKS:
+            papermill.execute_notebook(str(path), str(out / f"{path.stem}.ipynb"), kernel_name=_kernel(),
+                                       cwd=str(REPO / "notebooks"), parameters={"quick": True, "threads": 1},
+                                       progress_bar=False)
+            stamps[path.stem] = {f: (out / "figures" / "quick" / f"{f}.png").stat().st_mtime_ns
+                                 for f in FIGURES[path.stem]}
+        for path in NOTEBOOKS:
+            papermill.execute_notebook(str(path), str(out / f"{path.stem}.replot.ipynb"), kernel_name=_kernel(),
+                                       cwd=str(REPO / "notebooks"),
+                                       parameters={"quick": True, "threads": 1, "recompute": False},
+                                       progress_bar=False)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = value
+    return out, stamps
+
+
+def _kernel() -> str:
+    """The project's kernel `lade` if registered, else a kernel for this interpreter."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager().find_kernel_specs()
+    if "lade" in specs:
+        return "lade"
+    pytest.skip(f"Jupyter kernel 'lade' is not registered for {sys.executable} (./run_all.sh registers it)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_notebook_outputs(executed, name):
+    out, stamps = executed
+    for figure in FIGURES[name]:
+        for suffix in (".png", ".pdf"):
+            path = out / "figures" / "quick" / f"{figure}{suffix}"
+            assert path.exists() and path.stat().st_size > 1000, f"{path.name} missing or empty"
+        replotted = (out / "figures" / "quick" / f"{figure}.png").stat().st_mtime_ns
+        assert replotted > stamps[name][figure], f"{figure} was not re-plotted with recompute=False"
+    for result in RESULTS[name]:
+        path = out / "results" / "quick" / result
+        df = load_results(path) if "config" in RESULT_SCHEMAS[result] else load_table(path)
+        assert len(df) > 0, result
+        missing = set(RESULT_SCHEMAS[result]) - set(df.columns)
+        assert not missing, f"{result} lacks columns {missing}"
+        prov = df.attrs.get("provenance", {})
+        assert prov.get("packages", {}).get("torch") and prov.get("device"), f"{result}: no provenance"
