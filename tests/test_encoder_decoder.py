@@ -68,7 +68,7 @@ def step_error(model, seed: int) -> float:
     a, b, c = torch.randint(3, 96, (3,), generator=g).tolist()
     layout = build_layout(int(prefix[0, -1]), window, TokenTree([(a, b, c), (a, c), (b, a)]), ids.device)
     with torch.no_grad():
-        logits = call.step(layout, prefix.shape[1] - 1)  # [q, V]
+        logits = call.step(layout, prefix.shape[1] - 1, all_rows=True)  # [q, V]
         error = 0.0
         for row in range(layout.size):
             seen = layout.input_ids[0, layout.visible[row]]  # the step tokens row sees, in order
