@@ -109,6 +109,24 @@ def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
     return fig
 
 
+def ranks_plot(rows: pd.DataFrame, heading: str) -> plt.Figure:
+    """Lookahead parallelism: compression and tokens fed per rank per step vs ranks (window share fixed per
+    rank), with the one-process run of the widest total window as a grey reference diamond."""
+    parallel = rows[~rows["label"].str.contains("reference")].sort_values("ranks")
+    reference = rows[rows["label"].str.contains("reference")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, column, label in ((axes[0], "compression", "step compression (tokens per forward)"),
+                              (axes[1], "step_tokens_per_rank", "tokens fed per rank per step")):
+        ax.plot(parallel["ranks"], parallel[column], "o-", color=MEASURED, label="R ranks, W = G = share x R")
+        ax.plot([parallel["ranks"].max()] * len(reference), reference[column], "D", color=PUBLISHED, ms=9,
+                label="one process, same total W and G")
+        ax.set(xlabel="ranks R (gloo)", ylabel=label, xticks=sorted(parallel["ranks"].unique()))
+        ax.legend(fontsize=8)
+    fig.suptitle(heading)
+    fig.tight_layout()
+    return fig
+
+
 def latency_plot(measured: pd.DataFrame, modelled: pd.DataFrame, model_size: str, heading: str) -> plt.Figure:
     """latency(q)/latency(1) vs tokens per step q: measured on this device (blue, solid markers) and
     roofline-modelled per GPU class for one model size (orange family, dashed)."""

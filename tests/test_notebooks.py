@@ -23,7 +23,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {  # notebook -> figures it must write
     "01_mt_bench_speedup": ["01_mt_bench_speedup"],
     "02_humaneval_speedup": ["02_humaneval_speedup"],
-    "03_scaling_law": ["03_scaling_law"],
+    "03_scaling_law": ["03_scaling_law", "03_parallel_ranks"],
     "04_flops_vs_throughput": ["04_latency_vs_tokens", "04_gpu_speedup_heatmap", "04_rtx3090_default_vs_tuned"],
     "05_sampling": ["05_sampling_vs_temperature", "05_sampling_distribution"],
     "06_ablation": ["06_ablation"],
