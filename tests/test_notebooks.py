@@ -15,7 +15,7 @@ import pytest
 
 papermill = pytest.importorskip("papermill")
 
-from lade.bench import load_results  # noqa: E402
+from lade.bench import ROW_COLUMNS, load_results  # noqa: E402
 from lade.experiments import RESULT_SCHEMAS, load_table  # noqa: E402
 from lade.paths import REPO  # noqa: E402
 
@@ -107,7 +107,8 @@ def test_notebook_outputs(executed, name):
         assert replotted > stamps[name][figure], f"{figure} was not re-plotted with recompute=False"
     for result in RESULTS[name]:
         path = out / "results" / "quick" / result
-        df = load_results(path) if "config" in RESULT_SCHEMAS[result] else load_table(path)
+        is_bench_rows = RESULT_SCHEMAS[result] == tuple(ROW_COLUMNS)  # run_benchmark's rows, else a plain table
+        df = load_results(path) if is_bench_rows else load_table(path)
         assert len(df) > 0, result
         missing = set(RESULT_SCHEMAS[result]) - set(df.columns)
         assert not missing, f"{result} lacks columns {missing}"
