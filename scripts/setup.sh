@@ -2,7 +2,7 @@
 # One-time, idempotent set-up shared by run_all.sh and run_tests.sh:
 #   1. .venv from requirements.lock (Python 3.11), skipped while the lock and pyproject are unchanged
 #   2. lade itself, editable (pip install -e . --no-deps)
-#   3. frozen prompt sets checked against data/prompts/MANIFEST.json
+#   3. the Jupyter kernel "lade", then the frozen prompt sets checked against data/prompts/MANIFEST.json
 #   4. the embedded SmolLM2-135M-Instruct model prepared in .cache/ (or $LADE_CACHE), unless --no-model
 # Override the interpreter with LADE_PYTHON=/path/to/python3.11.
 set -euo pipefail
@@ -37,6 +37,8 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
     echo "[setup] environment installed in $((SECONDS - start)) s"
 fi
 
+# the Jupyter kernel "lade" for this .venv (notebooks and their tests run in it)
+quiet .venv/bin/python -m ipykernel install --sys-prefix --name lade --display-name "Python (lade)"
 .venv/bin/python -m lade.data verify | sed 's/^/[setup] /'
 if [[ $prepare_model == 1 ]]; then
     start=$SECONDS
