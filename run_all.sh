@@ -25,7 +25,6 @@ case "${model,,}" in
     ""|embedded|smollm2) scripts/setup.sh ;;
     *) scripts/setup.sh --no-model ;;
 esac
-.venv/bin/python -m ipykernel install --sys-prefix --name lade --display-name "Python (lade)" >/dev/null
 
 shopt -s nullglob
 notebooks=()
