@@ -95,10 +95,15 @@ if __name__ == "__main__":
     # a long gloo timeout: a failure must surface through lade's abort message, not through this timeout
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
     rank = dist.get_rank()
+    status = 0
     try:
         for mode in sys.argv[1:]:
             {"exact": exact, "errors": errors, "fail": fail}[mode](rank)
     except Exception as error:
         print(f"RANK {rank} ERROR {type(error).__name__}: {error}", flush=True)
-        sys.exit(1)
-    dist.destroy_process_group()
+        status = 1
+    finally:
+        # always shut the group down before exiting: leaving it to interpreter teardown after a peer has gone can
+        # abort the process from gloo's destructor ("terminate called without an active exception", exit -6)
+        dist.destroy_process_group()
+    sys.exit(status)
