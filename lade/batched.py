@@ -93,7 +93,7 @@ class _Row:
 def _new_row(index: int, ids: torch.Tensor, pad: int, config: LookaheadConfig,
              processors: LogitsProcessorList) -> _Row:
     prompt = ids[pad:]  # [P_b] real tokens
-    pool = NGramPool(config.ngram_size, config.guess_set_size)
+    pool = NGramPool.for_config(config)
     if config.pool_from_prompt:
         pool.add_sequence(prompt.tolist())
     window = LookaheadWindow.from_prompt(prompt, config.window_size, config.ngram_size, config.seed)
@@ -154,11 +154,12 @@ def batched_generate(
         # 2a. per-row layouts, padded to one q
         layouts = []
         for row in active:
-            last = int(row.ids[0, -1])
+            before, last = row.ids[0, -2:].tolist()
             if config.pool_from_output:
-                tail = row.ids[0, row.pad :][-(row.stats.last_accepted + config.ngram_size - 1) :]
-                row.pool.add_sequence(tail.tolist())
-            layouts.append(build_layout(last, row.window.levels, TokenTree(row.pool.candidates(last)), input_ids.device))
+                tail = row.ids[0, row.pad :][-(row.stats.last_accepted + config.ngram_size) :]
+                row.pool.add_tail(tail.tolist(), row.stats.last_accepted)
+            levels = row.window.levels if config.enabled else row.window.levels[:0]  # [L, W]; [0, W]: plain decoding
+            layouts.append(build_layout(last, levels, TokenTree(row.pool.candidates(last, before)), input_ids.device))
         batch = stack_layouts(layouts)
         slots = torch.arange(past, device=input_ids.device)  # [C]
         cached = torch.tensor([row.cached for row in active], device=input_ids.device)  # [B]
@@ -172,9 +173,9 @@ def batched_generate(
         for row, layout, row_logits in zip(active, layouts, logits):
             tree_logits = torch.cat([row_logits[:1], row_logits[layout.tree_start : layout.size]])  # [1 + T, V]
             acc = choose.walk(layout.tree, tree_logits, row.ids, row.processors, False)
-            top = row_logits[layout.top_level_rows]  # [W, V]
-            new_level = choose.window_level(top, row.ids, row.processors)  # [W]
-            row.pool.add_all(row.window.advance(new_level))
+            if config.enabled:
+                top = row_logits[layout.top_level_rows]  # [W, V]
+                row.pool.add_all(row.window.advance(choose.window_level(top, row.ids, row.processors)))
             starts.append(row.cached)
             keeps.append([0] + [layout.tree_start + n for n in acc.path])
             emitted += row.emit(acc.tokens, stopping_criteria)

@@ -53,6 +53,7 @@ ROW_COLUMNS = {
     "forward_calls": "forward passes of the benchmarked model (prefill included)",
     "compression": "new_tokens / forward_calls (plain greedy: 1.0)",
     "step_tokens": "mean tokens fed per forward call after the prefill (plain greedy: 1.0)",
+    "single_token_steps": "share of the forward calls after the prefill that fed one token (plain greedy: 1.0)",
     "forward_s": "time spent inside the model's forward",
     "host_share": "1 - forward_s / wall_s: share of time outside the model forward",
     "matches_greedy": "output token-for-token identical to plain greedy on this prompt",
@@ -85,6 +86,11 @@ class Method:
         return cls(f"lade({ngram_size},{window_size},{guess_set_size}{suffix})", "lade", cfg)
 
     @classmethod
+    def from_key(cls, key: tuple[int, ...]) -> "Method":
+        """Lookahead with a config key (see `parse_config`), named `lade(N,W,G[,C,M])`."""
+        return cls(f"lade({','.join(map(str, key))})", "lade", LookaheadConfig.from_key(key))
+
+    @classmethod
     def auto(cls, task: str = "mixed") -> "Method":
         """Lookahead with the (N, W, G) lade.cost chooses for the model and device (resolved before timing)."""
         return cls("lade-auto" if task == "mixed" else f"lade-auto({task})", "lade", f"auto:{task}")
@@ -108,14 +114,14 @@ class Method:
         if head == "pld":
             return cls.prompt_lookup(int(arg) if arg else 10)
         if head == "lade" and arg:
-            return cls.lade(*parse_config(arg))
-        raise ValueError(f"unknown method {spec!r}: use greedy, auto, auto:TASK, pld, pld:K or lade:N,W,G")
+            return cls.from_key(parse_config(arg))
+        raise ValueError(f"unknown method {spec!r}: use greedy, auto, auto:TASK, pld, pld:K or lade:N,W,G[,C,M]")
 
     def config_label(self) -> str:
-        """'N,W,G' of a resolved lookahead config, 'plain' if disabled, '' for other methods."""
+        """'N,W,G[,C,M]' (the config's key) of a resolved lookahead config, 'plain' if disabled, '' for others."""
         c = self.lookahead
         if isinstance(c, LookaheadConfig):
-            return f"{c.ngram_size},{c.window_size},{c.guess_set_size}" if c.enabled else "plain"
+            return ",".join(map(str, c.key)) if c.enabled else "plain"
         return ""
 
     def resolved(self, model) -> "Method":
@@ -126,13 +132,13 @@ class Method:
         return Method(self.name, self.kind, LookaheadConfig.auto(model, task=task), self.generate_kwargs)
 
 
-def parse_config(text: str) -> tuple[int, int, int]:
-    """'N,W,G' -> (N, W, G)."""
+def parse_config(text: str) -> tuple[int, ...]:
+    """'N,W,G' -> (N, W, G); 'N,W,G,C,M' -> (N, W, G, pool capacity, pool match tokens): a LookaheadConfig key."""
     parts = text.split(",")
-    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"a lookahead config is 'N,W,G' (three integers, e.g. 4,5,5), got {text!r}")
-    n, w, g = (int(p) for p in parts)
-    return n, w, g
+    if len(parts) not in (3, 5) or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"a lookahead config is 'N,W,G' (three integers, e.g. 4,5,5) or 'N,W,G,C,M' (plus pool "
+                         f"capacity and match tokens, e.g. 8,0,2,16,2), got {text!r}")
+    return tuple(int(p) for p in parts)
 
 
 class ForwardTimer:
@@ -196,7 +202,8 @@ def _row(prompt_set: str, prompt_id: str, method: Method, prompt_tokens: int, ne
         "prompt_set": prompt_set, "prompt_id": prompt_id, "method": method.name, "config": method.config_label(),
         "prompt_tokens": prompt_tokens, "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
         "forward_calls": timer.calls, "compression": n / max(timer.calls, 1),
-        "step_tokens": sum(timer.fed[1:]) / max(len(timer.fed) - 1, 1), "forward_s": timer.seconds,
+        "step_tokens": sum(timer.fed[1:]) / max(len(timer.fed) - 1, 1),
+        "single_token_steps": timer.fed[1:].count(1) / max(len(timer.fed) - 1, 1), "forward_s": timer.seconds,
         "host_share": max(0.0, 1.0 - timer.seconds / wall),
     }
 
@@ -328,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     model, tokenizer = load_model(args.model, device=args.device, dtype=args.dtype)
     methods = [Method.parse(s) for s in args.methods.split(",") if s.strip()]
-    methods += [Method.lade(*parse_config(c)) for c in args.config]
+    methods += [Method.from_key(parse_config(c)) for c in args.config]
     df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
                        ignore_eos=args.ignore_eos, warmup=not args.no_warmup, model_arg=args.model,
                        threads=torch.get_num_threads())

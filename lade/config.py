@@ -11,9 +11,15 @@ ATTENTION_PATHS = ("auto", "mask", "split", "flex")
 class LookaheadConfig:
     """Parameters of lookahead decoding.
 
-    window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level).
+    window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level). 0 drops the window:
+        only n-grams from the prompt and the output are verified (prompt-lookup style, the cheapest steps).
     ngram_size (N): length of the n-grams collected and verified; the window keeps N-1 levels.
-    guess_set_size (G): most candidate continuations verified per step (the pool keeps at most G per key).
+    guess_set_size (G): most candidate continuations verified per step.
+    pool_capacity: continuations the pool keeps per key (None: G, the reference behaviour). Above G, the G
+        verified are chosen by context: first those last seen after the same two tokens, then the most recent.
+    pool_match_tokens: context a candidate must share with the output to be verified: 1 (its first token, the
+        reference behaviour) or 2 (the token before it too, as prompt lookup decoding matches). With
+        window_size=0 and 2, a step with no such candidate feeds one token, as plain decoding does.
     pool_from_prompt: seed the n-gram pool with the prompt's own n-grams.
     pool_from_output: add the n-grams of accepted output to the pool as decoding goes on.
     attention: how a step's tree attention is computed. "mask": a 4-D additive mask through the model's own
@@ -41,6 +47,8 @@ class LookaheadConfig:
     guess_set_size: int = 5
     pool_from_prompt: bool = True
     pool_from_output: bool = True
+    pool_capacity: int | None = None
+    pool_match_tokens: int = 1
     attention: str = "auto"
     seed: int = 0
     sampling_seed: int | None = None
@@ -48,10 +56,18 @@ class LookaheadConfig:
     enabled: bool = True
 
     def __post_init__(self) -> None:
-        _check_int("window_size", self.window_size, 1, 1024)
+        _check_int("window_size", self.window_size, 0, 1024)
         _check_int("ngram_size", self.ngram_size, 2, 64)
         _check_int("guess_set_size", self.guess_set_size, 0, 1024)
         _check_int("seed", self.seed, 0, 2**63 - 1)
+        if self.pool_capacity is not None:
+            _check_int("pool_capacity", self.pool_capacity, max(self.guess_set_size, 1), 1 << 16)
+        _check_int("pool_match_tokens", self.pool_match_tokens, 1, 2)
+        if self.window_size == 0 and (self.guess_set_size == 0 or not (self.pool_from_prompt or self.pool_from_output)):
+            raise ValueError(
+                "window_size=0 leaves only the n-gram pool, so it needs guess_set_size >= 1 and pool_from_prompt or "
+                "pool_from_output; for plain decoding use LookaheadConfig(enabled=False)"
+            )
         if self.sampling_seed is not None:
             _check_int("sampling_seed", self.sampling_seed, 0, 2**63 - 1)
         for name in ("pool_from_prompt", "pool_from_output", "sample_window", "enabled"):
@@ -67,6 +83,25 @@ class LookaheadConfig:
         from .cost import auto_config
 
         return auto_config(model, task=task, **kwargs)
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        """(N, W, G), plus (pool capacity, match tokens) where the pool differs from the reference one: names the
+        config in results and in the cost prior (`from_key` inverts it)."""
+        base = (self.ngram_size, self.window_size, self.guess_set_size)
+        if self.pool_capacity is None and self.pool_match_tokens == 1:
+            return base
+        return base + (self.pool_capacity or self.guess_set_size, self.pool_match_tokens)
+
+    @classmethod
+    def from_key(cls, key: tuple[int, ...], **fields) -> "LookaheadConfig":
+        """(N, W, G) or (N, W, G, pool capacity, match tokens) -> config (other fields by keyword)."""
+        if len(key) not in (3, 5):
+            raise ValueError(f"a config key is (N, W, G) or (N, W, G, pool_capacity, pool_match_tokens), got {key!r}")
+        n, w, g, *pool = key
+        if pool:
+            fields = dict(fields, pool_capacity=pool[0], pool_match_tokens=pool[1])
+        return cls(window_size=w, ngram_size=n, guess_set_size=g, **fields)
 
     @property
     def levels(self) -> int:

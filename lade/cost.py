@@ -3,11 +3,11 @@ it pays depends on how a step's latency grows with the tokens it feeds.
 
 - `measure_latency` / `latency_profile`: latency(q), the fastest of a few timed forwards of q tokens at a
   representative cache length, measured on the model's device (cached as JSON per model, dtype, device).
-- `predict` / `choose_config` / `auto_config`: tokens/s of each (N, W, G) config predicted as
-  compression(N, W, G) / (latency(step_tokens(N, W, G)) + host_s), with compression and step size taken
-  from a measured prior (lade/cost_prior.py, made by scripts/cost_prior.py on SmolLM2-135M with MT-Bench
-  and HumanEval prompts); the fastest config, or a disabled one (plain decoding) when none is predicted to
-  beat plain decoding by `min_speedup`. This is what `lookahead_config="auto"` and
+- `predict` / `choose_config` / `auto_config`: tokens/s of each config predicted as compression / (mean step
+  latency + host_s), with compression, tokens per step and the share of one-token steps (a pool-only config
+  feeds one token when no candidate matches) taken from a measured prior (lade/cost_prior.py, made by
+  scripts/cost_prior.py on SmolLM2-135M with MT-Bench and HumanEval prompts); the fastest config, or a
+  disabled one (plain decoding) when none is predicted to beat plain decoding by `min_speedup`. This is what `lookahead_config="auto"` and
   `LookaheadConfig.auto(model)` use.
 - `roofline_latency` / `predicted_speedup`: the same trade-off for a model size on a GPU class, from peak
   FLOP/s and memory bandwidth (no measurement).
@@ -127,14 +127,23 @@ def latency_profile(model, cache_dir: Path | None = None, refresh: bool = False,
 
 @dataclass(frozen=True)
 class Prediction:
-    config: tuple[int, int, int]  # (N, W, G)
+    config: tuple[int, ...]  # LookaheadConfig.key: (N, W, G) or (N, W, G, pool capacity, match tokens)
     compression: float  # expected new tokens per step
     step_tokens: float  # expected tokens fed per step
     speedup: float  # predicted tokens/s relative to plain decoding
 
 
-def prior_table(task: str, prior: Mapping = PRIOR) -> dict[tuple[int, int, int], tuple[float, float]]:
-    """(N, W, G) -> (compression, step_tokens) for "chat", "code" or "mixed" (their mean)."""
+def step_latency(latency, step_tokens: float, single_share: float) -> float:
+    """Mean latency of a step mix: a share `single_share` of one-token steps, the rest of equal size, together
+    feeding `step_tokens` tokens per step on average."""
+    if single_share >= 1.0:
+        return latency(1)
+    wide = (step_tokens - single_share) / (1.0 - single_share)  # tokens of a step that is not a one-token step
+    return single_share * latency(1) + (1.0 - single_share) * latency(wide)
+
+
+def prior_table(task: str, prior: Mapping = PRIOR) -> dict[tuple[int, ...], tuple[float, float, float]]:
+    """config key -> (compression, step_tokens, single_share) for "chat", "code" or "mixed" (their mean)."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     if task != "mixed":
@@ -147,12 +156,12 @@ def predict(latency, task: str = "mixed", host_s: float = HOST_S, prior: Mapping
     """Predicted speedup over plain decoding of every prior config, fastest first.
 
     latency: q -> seconds (a LatencyProfile or any callable).
-    speedup = compression * latency(1) / (latency(step_tokens) + host_s).
+    speedup = compression * latency(1) / (step_latency(latency, step_tokens, single_share) + host_s).
     """
     plain = latency(1)
     predictions = [
-        Prediction(config, c, q, c * plain / (latency(q) + host_s))
-        for config, (c, q) in prior_table(task, prior).items()
+        Prediction(config, c, q, c * plain / (step_latency(latency, q, s) + host_s))
+        for config, (c, q, s) in prior_table(task, prior).items()
     ]
     return sorted(predictions, key=lambda p: -p.speedup)
 
@@ -163,8 +172,7 @@ def choose_config(latency, task: str = "mixed", min_speedup: float = MIN_SPEEDUP
     best = predict(latency, task, host_s, prior)[0]
     if best.speedup < min_speedup:
         return LookaheadConfig(enabled=False, **config_fields)
-    n, w, g = best.config
-    return LookaheadConfig(window_size=w, ngram_size=n, guess_set_size=g, **config_fields)
+    return LookaheadConfig.from_key(best.config, **config_fields)
 
 
 def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, refresh: bool = False,

@@ -104,7 +104,7 @@ def lookahead_generate(
 
     # 2. lookahead state: the Jacobi window and the n-gram pool
     window = LookaheadWindow.from_prompt(input_ids[0], config.window_size, config.ngram_size, config.seed)
-    pool = NGramPool(config.ngram_size, config.guess_set_size if config.enabled else 0)
+    pool = NGramPool.for_config(config)
     if config.pool_from_prompt:
         for context in (lookahead_source_ids, input_ids):
             if context is not None:
@@ -113,12 +113,12 @@ def lookahead_generate(
     # 3. steady steps
     while not seq.finished:
         past = seq.ids.shape[1] - 1  # the cache holds everything but the last token
-        last = int(seq.ids[0, -1])
+        before, last = seq.ids[0, -2:].tolist()
         if config.pool_from_output:
-            pool.add_sequence(seq.ids[0, -(stats.last_accepted + config.ngram_size - 1) :].tolist())
+            pool.add_tail(seq.ids[0, -(stats.last_accepted + config.ngram_size) :].tolist(), stats.last_accepted)
         # 3a. layout: [last | window | candidate tree], positions and tree mask
         levels = window.levels if config.enabled else window.levels[:0]  # [L, W]; [0, W]: plain decoding
-        layout = build_layout(last, levels, TokenTree(pool.candidates(last)), input_ids.device)
+        layout = build_layout(last, levels, TokenTree(pool.candidates(last, before)), input_ids.device)
         # 3b. one forward for all branches
         with stats.timed_forward(input_ids.device):
             logits = call.step(layout, past)  # [1 + W + T, V]: root, top window level, tree nodes

@@ -19,6 +19,7 @@ CONFIGS = [
     lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
     lade.LookaheadConfig(window_size=3, ngram_size=2, guess_set_size=2),
     lade.LookaheadConfig(window_size=2, ngram_size=5, guess_set_size=40),
+    lade.LookaheadConfig(window_size=0, ngram_size=5, guess_set_size=2, pool_capacity=8),
 ]
 GREEDY = dict(do_sample=False, max_new_tokens=24, pad_token_id=PAD)
 # (seed, length) of each prompt of a batch: 2 to 8 rows, lengths 5 to 40
@@ -103,6 +104,17 @@ def test_custom_generate_batch_and_rows_leave_the_batch():
         handle.remove()
     assert torch.equal(out, model.generate(ids, attention_mask=mask, **kw))
     assert widths[0] == 4 and widths[-1] < 4 and widths == sorted(widths, reverse=True)
+
+
+def test_disabled_config_decodes_a_batch_one_token_per_step():
+    """LookaheadConfig(enabled=False) (what auto returns when lookahead does not pay) is plain decoding in a batch too."""
+    model = tiny_model("llama", "sdpa")
+    ids, mask = left_pad([random_prompt(40 + b, length=n, repeat=True)[0] for b, n in enumerate([9, 30, 16])])
+    kw = dict(GREEDY, eos_token_id=None)
+    out = lade.generate(model, ids, lade.LookaheadConfig(enabled=False), attention_mask=mask,
+                        return_dict_in_generate=True, **kw)
+    assert torch.equal(out.sequences, model.generate(ids, attention_mask=mask, **kw))
+    assert all(set(s.accepted_per_step) == {1} for s in out.row_stats)
 
 
 def test_single_padded_row_and_processors():

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+import lade
 from lade.bench import ROW_COLUMNS, Method, load_results, main, parse_config, run_benchmark, save_results, summarize
 from lade.models import load_model
 from tiny_hub import save_tiny_chat_model
@@ -37,9 +38,11 @@ def test_schema_and_values(results):
     greedy = df[df["method"] == "greedy"]
     assert (greedy["compression"] == 1.0).all() and (greedy["speedup"] == 1.0).all()
     assert (greedy["forward_calls"] == 12).all() and (greedy["step_tokens"] == 1.0).all()
+    assert (greedy["single_token_steps"] == 1.0).all()
     lade_rows = df[df["method"] == "lade(3,2,2)"]
     assert (lade_rows["config"] == "3,2,2").all()
     assert (lade_rows["step_tokens"] > 1).all()  # the window alone feeds 1 + W(N-1) = 5 tokens
+    assert (lade_rows["single_token_steps"] == 0).all()
     assert ((df["compression"] - df["new_tokens"] / df["forward_calls"]).abs() < 1e-12).all()
     assert ((df["forward_s"] <= df["wall_s"]) & (df["host_share"] >= 0) & (df["host_share"] < 1)).all()
     assert {"git_commit", "packages", "device", "params"} <= set(df.attrs["provenance"])
@@ -70,7 +73,10 @@ def test_method_parsing():
     assert Method.parse("pld:7").generate_kwargs == {"prompt_lookup_num_tokens": 7}
     assert Method.parse("lade:4,5,6").lookahead.guess_set_size == 6
     assert Method.parse("auto").lookahead == "auto:mixed" and Method.parse("auto:code").name == "lade-auto(code)"
-    assert parse_config("5,7,7") == (5, 7, 7)
+    assert parse_config("5,7,7") == (5, 7, 7) and parse_config("8,0,2,16,2") == (8, 0, 2, 16, 2)
+    pool_only = Method.parse("lade:8,0,2,16,2")
+    assert pool_only.lookahead == lade.LookaheadConfig(0, 8, 2, pool_capacity=16, pool_match_tokens=2)
+    assert pool_only.config_label() == "8,0,2,16,2" and Method.parse("lade:4,5,6").config_label() == "4,5,6"
     for bad in ("4,5", "a,b,c", "4,5,5,5"):
         with pytest.raises(ValueError, match="N,W,G"):
             parse_config(bad)

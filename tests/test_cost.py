@@ -5,13 +5,13 @@ import torch
 
 import lade
 from lade.cost import (LatencyProfile, choose_config, latency_profile, predict, predicted_speedup, prior_table,
-                       roofline_latency)
+                       roofline_latency, step_latency)
 from tiny_models import random_prompt, tiny_model
 
-# (N, W, G) -> (compression, tokens fed per step)
+# config key -> (compression, tokens fed per step, share of one-token steps)
 FAKE_PRIOR = {
-    "chat": {(3, 1, 2): (1.30, 5.0), (4, 5, 5): (1.60, 25.0)},
-    "code": {(3, 1, 2): (1.50, 5.0), (4, 5, 5): (1.80, 25.0)},
+    "chat": {(3, 1, 2): (1.30, 5.0, 0.0), (4, 5, 5): (1.60, 25.0, 0.0)},
+    "code": {(3, 1, 2): (1.50, 5.0, 0.0), (4, 5, 5): (1.80, 25.0, 0.0)},
 }
 CPU_LIKE = LatencyProfile("cpu", 256, (1, 5, 25), (0.040, 0.044, 0.070))  # extra tokens cost a lot
 GPU_LIKE = LatencyProfile("gpu", 256, (1, 5, 25), (0.020, 0.020, 0.021))  # memory bound: extra tokens ~free
@@ -37,6 +37,19 @@ def test_auto_picks_the_config_the_device_favours():
     assert best.speedup == pytest.approx(1.4 * 0.040 / 0.044)
 
 
+def test_step_mix_is_priced_step_by_step():
+    """A pool-only config feeds one token when no candidate matches: 80% one-token steps and 20% 21-token steps
+    (5 tokens on average) cost 0.8 * 40 + 0.2 * 70 ms, far less than five-token steps at 44 ms would suggest
+    for the wide ones and more than latency(5) overall; the prior's single share makes auto pick it."""
+    assert step_latency(CPU_LIKE, 5.0, 0.8) == pytest.approx(0.8 * 0.040 + 0.2 * CPU_LIKE(21))
+    assert step_latency(CPU_LIKE, 5.0, 0.0) == pytest.approx(0.044)
+    assert step_latency(CPU_LIKE, 1.0, 1.0) == pytest.approx(0.040)
+    prior = {task: dict(table) for task, table in FAKE_PRIOR.items()}
+    prior["chat"][(8, 0, 2, 16, 2)] = (1.28, 1.6, 0.95)  # hardly ever speculates on chat: near plain cost
+    chosen = choose_config(CPU_LIKE, "chat", host_s=0.0, prior=prior)
+    assert chosen.key == (8, 0, 2, 16, 2) and chosen.window_size == 0 and chosen.pool_match_tokens == 2
+
+
 def test_auto_falls_back_to_plain_decoding_when_nothing_wins():
     """Steps of 5 tokens cost 1.5x a single token here: 1.3 / 1.5 < 1, so auto must disable lookahead."""
     slow = LatencyProfile("slow", 256, (1, 5, 25), (0.040, 0.060, 0.200))
@@ -46,7 +59,7 @@ def test_auto_falls_back_to_plain_decoding_when_nothing_wins():
 
 
 def test_prior_tasks():
-    assert prior_table("mixed", FAKE_PRIOR)[(3, 1, 2)] == pytest.approx((1.4, 5.0))
+    assert prior_table("mixed", FAKE_PRIOR)[(3, 1, 2)] == pytest.approx((1.4, 5.0, 0.0))
     with pytest.raises(ValueError, match="task must be one of"):
         prior_table("poetry", FAKE_PRIOR)
 

@@ -22,6 +22,7 @@ CONFIGS = [
     lade.LookaheadConfig(window_size=1, ngram_size=2, guess_set_size=0),
     lade.LookaheadConfig(window_size=3, ngram_size=2, guess_set_size=2),
     lade.LookaheadConfig(window_size=2, ngram_size=5, guess_set_size=40),
+    lade.LookaheadConfig(window_size=0, ngram_size=5, guess_set_size=2, pool_capacity=8),
     lade.LookaheadConfig(window_size=5, ngram_size=4, guess_set_size=5, pool_from_prompt=False),
 ]
 GREEDY = dict(do_sample=False, max_new_tokens=24, eos_token_id=None)

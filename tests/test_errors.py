@@ -12,7 +12,10 @@ GREEDY = dict(do_sample=False, max_new_tokens=8, eos_token_id=None)
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(window_size=0), "window_size"),
+    (dict(window_size=-1), "window_size"),
+    (dict(window_size=0, guess_set_size=0), "window_size=0"),
+    (dict(window_size=0, pool_from_prompt=False, pool_from_output=False), "window_size=0"),
+    (dict(guess_set_size=4, pool_capacity=3), "pool_capacity"),
     (dict(ngram_size=1), "ngram_size"),
     (dict(guess_set_size=-1), "guess_set_size"),
     (dict(window_size=2.5), "window_size"),

@@ -13,6 +13,8 @@ CONFIGS = [
     lade.LookaheadConfig(window_size=3, ngram_size=2, guess_set_size=2),
     lade.LookaheadConfig(window_size=2, ngram_size=5, guess_set_size=40),  # G larger than any pool entry
     lade.LookaheadConfig(window_size=5, ngram_size=4, guess_set_size=5, pool_from_prompt=False),
+    lade.LookaheadConfig(window_size=0, ngram_size=6, guess_set_size=2, pool_capacity=8),  # pool only, by context
+    lade.LookaheadConfig(window_size=3, ngram_size=4, guess_set_size=2, pool_capacity=12),
 ]
 GREEDY = dict(do_sample=False, max_new_tokens=40, eos_token_id=None)
 

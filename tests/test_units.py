@@ -23,6 +23,23 @@ def test_pool_keeps_most_recent_guess_set_size_entries():
     assert len(NGramPool(3, 0).candidates(1)) == 0
 
 
+def test_pool_ranks_candidates_by_the_token_before():
+    """Above the guess set size, a key keeps more continuations and returns first those seen after the same
+    token (a two-token context match), then the most recent; window n-grams (no context) keep a known one."""
+    pool = NGramPool(ngram_size=3, guess_set_size=2, capacity=3)
+    pool.add_sequence([8, 1, 2, 3, 9, 1, 4, 5, 7, 1, 6, 6])
+    assert pool.candidates(1) == [(6, 6), (4, 5)]
+    assert pool.candidates(1, before=8) == [(2, 3), (6, 6)]
+    assert pool.candidates(1, before=9) == [(4, 5), (6, 6)]
+    pool.add((1, 2, 3))  # refreshed from the window: keeps its context 8
+    assert pool.candidates(1, before=8) == [(2, 3), (6, 6)] and pool.candidates(1) == [(2, 3), (6, 6)]
+    pool.add((1, 0, 0))  # capacity 3: evicts the least recent, (4, 5)
+    assert pool.candidates(1, before=9) == [(0, 0), (2, 3)]
+    pool.add_tail([4, 1, 3, 3, 5], new=1)  # only the n-gram ending in the new token: (3, 3, 5) after 1
+    assert pool.candidates(3, before=1) == [(3, 5), (9, 1)] and pool.candidates(3, before=2) == [(9, 1), (3, 5)]
+    assert pool.candidates(1, before=4) == [(0, 0), (2, 3)]
+
+
 def test_pool_rejects_wrong_length():
     pool = NGramPool(ngram_size=3, guess_set_size=2)
     try:

@@ -113,7 +113,7 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
 
     # 2. lookahead state, identical on every rank: the full window and the pool
     window = LookaheadWindow.from_prompt(prompt, config.window_size, config.ngram_size, config.seed)
-    pool = NGramPool(config.ngram_size, config.guess_set_size)
+    pool = NGramPool.for_config(config)
     if config.pool_from_prompt:
         pool.add_sequence(prompt.tolist())
     columns = own_columns(config.window_size, rank, world)
@@ -123,9 +123,9 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
     while not seq.finished:
         past = seq.ids.shape[1] - len(pending)
         if config.pool_from_output:
-            pool.add_sequence(seq.ids[0, -(stats.last_accepted + config.ngram_size - 1) :].tolist())
+            pool.add_tail(seq.ids[0, -(stats.last_accepted + config.ngram_size) :].tolist(), stats.last_accepted)
         # 3a. this rank's share: [pending | level 0 + own columns | own candidates' tree]
-        tree = TokenTree(own_candidates(pool.candidates(pending[-1]), rank, world))
+        tree = TokenTree(own_candidates(pool.candidates(pending[-1], before=int(seq.ids[0, -2])), rank, world))
         shard = shard_layout(pending, window.levels, columns, tree, device)
         stats.step_tokens.append(shard.layout.size)
         stats.refed_tokens += shard.root_row
