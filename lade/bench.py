@@ -320,8 +320,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--methods", default="greedy,auto,pld",
                         help="comma-separated: greedy, auto, auto:chat, auto:code, pld, pld:K")
-    parser.add_argument("--config", action="append", default=[], metavar="N,W,G",
-                        help="a fixed lookahead config (repeatable)")
+    parser.add_argument("--config", action="append", default=[], metavar="N,W,G[,C,M]",
+                        help="a fixed lookahead config: N,W,G or N,W,G,C,M with pool capacity and match tokens (repeatable)")
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("--threads", type=int, default=None,

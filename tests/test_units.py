@@ -1,9 +1,11 @@
 """Unit tests of the pieces of one lookahead step, each against a slow, obviously correct construction."""
 
+import pytest
 import torch
 from transformers.cache_utils import DynamicCache
 
 from lade.cache import compact
+from lade.config import LookaheadConfig
 from lade.layout import build_layout
 from lade.pool import NGramPool
 from lade.tree import TokenTree
@@ -151,3 +153,16 @@ def test_compaction_equals_cache_of_the_accepted_sequence():
     for got, want in zip(cache.layers, reference.layers):
         torch.testing.assert_close(got.keys, want.keys, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(got.values, want.values, atol=1e-5, rtol=1e-5)
+
+
+def test_config_keys_name_configs_and_round_trip():
+    """`key` names a config in results and in the cost prior; `from_key` rebuilds an equivalent config."""
+    plain = LookaheadConfig(window_size=5, ngram_size=4, guess_set_size=3)
+    pool_only = LookaheadConfig(window_size=0, ngram_size=8, guess_set_size=2, pool_capacity=16, pool_match_tokens=2)
+    assert plain.key == (4, 5, 3) and pool_only.key == (8, 0, 2, 16, 2)
+    assert LookaheadConfig.from_key(plain.key) == plain and LookaheadConfig.from_key(pool_only.key) == pool_only
+    matched = LookaheadConfig(window_size=3, ngram_size=4, guess_set_size=2, pool_match_tokens=2)
+    assert matched.key == (4, 3, 2, 2, 2) and LookaheadConfig.from_key(matched.key).key == matched.key
+    assert LookaheadConfig.from_key((3, 1, 2), seed=7).seed == 7
+    with pytest.raises(ValueError, match="config key"):
+        LookaheadConfig.from_key((3, 1))
