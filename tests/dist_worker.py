@@ -1,10 +1,12 @@
 """One rank of the lookahead-parallelism tests (launched by test_distributed.py, 2 ranks, gloo on CPU).
 
 Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process),
+`sampling` (sampled output and per-step acceptance equal single-process lade with the same sampling_seed),
 `errors` (clear errors raised on every rank, group still usable afterwards), `fail` (rank 1 raises
 mid-decoding). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
 """
 
+import dataclasses
 import datetime
 import sys
 
@@ -48,6 +50,29 @@ def exact(rank: int) -> None:
     print(f"RANK {rank} EXACT OK cases={cases} refed={refed}", flush=True)
 
 
+def sampling(rank: int) -> None:
+    """Rank 0 verifies with lade's lossless sampling walk; the output must be single-process lade's for the same
+    sampling_seed (whose distribution tests/test_sampling.py checks), step by step, across configs and warpers."""
+    model, cases, best = tiny_model("llama", "sdpa", vocab_size=12), 0, 0
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)  # sharp logits over 12 tokens: drafts from its own samples often accepted
+    warpers = [dict(temperature=0.7, top_k=0), dict(temperature=1.0, top_p=0.9), dict(temperature=1.0, top_k=4)]
+    for i in range(6):
+        torch.manual_seed(i)  # the same prompt on every rank: one the model sampled itself
+        start = torch.tensor([[3, 4, 5 + i % 6]])
+        ids = model.generate(start, attention_mask=torch.ones_like(start), do_sample=True, max_new_tokens=30,
+                             eos_token_id=None, top_k=0)
+        cfg = dataclasses.replace(CONFIGS[i % len(CONFIGS)], sampling_seed=100 + i)
+        kw = dict(do_sample=True, max_new_tokens=40, eos_token_id=None, **warpers[i % len(warpers)])
+        out, stats = lade.distributed.generate(model, ids, cfg, return_stats=True, **kw)
+        single_out, single = lade.generate(model, ids, cfg, return_stats=True, **kw)
+        assert torch.equal(out, single_out), (i, cfg, kw)
+        assert stats.accepted_per_step == single.accepted_per_step, (i, cfg)
+        cases, best = cases + 1, max([best, *stats.accepted_per_step])
+    assert best >= 3, "no sampled step accepted several tokens: the walk on rank 0 is untested"
+    print(f"RANK {rank} SAMPLING OK cases={cases}", flush=True)
+
+
 def expect_error(text: str, call) -> None:
     try:
         call()
@@ -64,7 +89,8 @@ def errors(rank: int) -> None:
     expect_error("window_size=1 cannot be sharded across 2 ranks", lambda: run(cfg=lade.LookaheadConfig(1, 3, 2)))
     expect_error("ranks disagree on prompt_length", lambda: run(ids=random_prompt(3, length=20 + rank)))
     expect_error("ranks disagree on lookahead_config", lambda: run(cfg=lade.LookaheadConfig(4, 3, 4 + rank)))
-    expect_error("greedily only", lambda: run(do_sample=True))
+    sampled_window = lade.LookaheadConfig(4, 3, 4, sample_window=True)
+    expect_error("set sample_window=False", lambda: run(cfg=sampled_window, do_sample=True))
     shard_error = "cannot be sharded" if rank == 1 else "rank(s) [1] refused their inputs"
     expect_error(shard_error, lambda: run(cfg=lade.LookaheadConfig(4 - 3 * rank, 3, 4)))
     assert torch.equal(run(), plain(model, ids)), "the group must stay usable after refused inputs"
@@ -98,7 +124,7 @@ if __name__ == "__main__":
     status = 0
     try:
         for mode in sys.argv[1:]:
-            {"exact": exact, "errors": errors, "fail": fail}[mode](rank)
+            {"exact": exact, "sampling": sampling, "errors": errors, "fail": fail}[mode](rank)
     except Exception as error:
         print(f"RANK {rank} ERROR {type(error).__name__}: {error}", flush=True)
         status = 1

@@ -50,6 +50,17 @@ def test_step_mix_is_priced_step_by_step():
     assert chosen.key == (8, 0, 2, 16, 2) and chosen.window_size == 0 and chosen.pool_match_tokens == 2
 
 
+def test_measured_prior_picks_pool_only_on_this_cpu_and_a_window_where_tokens_are_free():
+    """With the shipped prior: this CPU's measured profile (1 thread; a 4-token step costs 1.5x a 1-token step)
+    gets the pool-only config, and no config at all for chat; a memory-bound profile gets a wide window."""
+    cpu = LatencyProfile("cpu", 256, (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                         (0.0569, 0.0959, 0.1177, 0.0845, 0.098, 0.1021, 0.1147, 0.1224, 0.1473, 0.172, 0.225, 0.2789))
+    assert choose_config(cpu, "mixed").window_size == 0 and choose_config(cpu, "code").pool_match_tokens == 2
+    assert choose_config(cpu, "chat").enabled is False
+    flat = LatencyProfile("gpu", 256, (1, 64), (0.020, 0.0215))
+    assert choose_config(flat, "mixed").window_size >= 5
+
+
 def test_auto_falls_back_to_plain_decoding_when_nothing_wins():
     """Steps of 5 tokens cost 1.5x a single token here: 1.3 / 1.5 < 1, so auto must disable lookahead."""
     slow = LatencyProfile("slow", 256, (1, 5, 25), (0.040, 0.060, 0.200))

@@ -34,9 +34,9 @@ def _env(**extra: str) -> dict:
 
 @pytest.fixture(scope="module")
 def torchrun_exact_and_errors() -> str:
-    """One torchrun launch for both checks (process start-up dominates on a small machine)."""
+    """One torchrun launch for all three checks (process start-up dominates on a small machine)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", WORKER,
-           "exact", "errors"]
+           "exact", "sampling", "errors"]
     run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run.stdout
@@ -49,8 +49,15 @@ def test_two_ranks_equal_single_process_greedy(torchrun_exact_and_errors):
         assert f"RANK {rank} EXACT OK cases=16" in torchrun_exact_and_errors
 
 
+def test_two_ranks_sample_as_single_process(torchrun_exact_and_errors):
+    """6 sampled prompts (3 warper settings, 4 configs): output and per-step acceptance equal to single-process
+    lade with the same sampling_seed on both ranks, and some steps accept several sampled tokens."""
+    for rank in (0, 1):
+        assert f"RANK {rank} SAMPLING OK cases=6" in torchrun_exact_and_errors
+
+
 def test_clear_errors_on_every_rank(torchrun_exact_and_errors):
-    """Unshardable window, mismatched prompt / config, sampling, and a config refused on one rank only: each
+    """Unshardable window, mismatched prompt / config, a sampled window, and a config refused on one rank only: each
     raises a ValueError on both ranks (no rank left waiting), and the group still decodes afterwards."""
     for rank in (0, 1):
         assert f"RANK {rank} ERRORS OK" in torchrun_exact_and_errors

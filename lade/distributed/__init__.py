@@ -3,7 +3,8 @@ step's window columns and verification candidates (arXiv 2402.02057, section "lo
 
 Launch with `torchrun --nproc_per_node R script.py`; in the script call
 `torch.distributed.init_process_group("gloo" | "nccl", timeout=...)`, then `lade.distributed.generate(...)`
-on every rank with the same model, prompt and settings. Greedy only.
+on every rank with the same model, prompt and settings. Greedy, or sampling (lossless; rank 0 draws, and the
+output equals single-process lade's with the same `LookaheadConfig(sampling_seed=...)`).
 """
 
 from __future__ import annotations

@@ -31,12 +31,12 @@ def check_shardable(config: LookaheadConfig, world: int) -> None:
         )
 
 
-def check_parallel_generation(gen: GenerationConfig) -> None:
+def check_parallel_generation(gen: GenerationConfig, config: LookaheadConfig) -> None:
     """What lookahead parallelism refuses on top of single-process lade."""
-    if gen.do_sample:
+    if gen.do_sample and config.sample_window:
         raise ValueError(
-            "lade.distributed decodes greedily only: sampling across ranks is not implemented; set do_sample=False "
-            "(or use lade.generate in one process)"
+            "lade.distributed takes the window's Jacobi levels by argmax: set sample_window=False (sampling stays "
+            "lossless: rank 0 verifies the candidates with lossless sampling)"
         )
     if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):
         raise ValueError(

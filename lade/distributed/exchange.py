@@ -54,6 +54,12 @@ class StepExchange:
             new_level[columns] = gathered[r, 2 + self.ngram_size : 2 + self.ngram_size + len(columns)]
         return tokens, new_level
 
+    def share_first(self, tokens: Sequence[int]) -> list[int]:
+        """The first new token, drawn on rank 0 only (sampling): every rank returns rank 0's `tokens`."""
+        message = torch.tensor(list(tokens)[:1], dtype=torch.long, device=self.device)  # [1]
+        dist.broadcast(message, src=0)
+        return message.tolist()
+
     def abort(self) -> None:
         """Tell the peers (waiting in their next step) that this rank failed; never raises."""
         message = torch.full((self.size,), PAD, dtype=torch.long, device=self.device)

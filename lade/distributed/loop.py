@@ -6,6 +6,11 @@ feeds only its share of the window columns and of the verification candidates (s
 all_gather of a few int64 per rank (exchange.py) agrees on the accepted tokens and the next window level.
 Each rank compacts its own cache to the accepted tokens it verified itself and feeds the others (accepted
 on another rank) before the root next step, so all ranks emit the same sequence: plain greedy's.
+
+Sampling (do_sample=True): rank 0 verifies the whole candidate tree with lade's lossless walk and its seeded
+generator (it alone draws), the other ranks compute their window columns only and send no acceptance, so rank
+0 always wins the exchange. Window, pool and tree equal the single-process ones, so the output equals
+single-process `lade.generate` with the same `sampling_seed`, whose sampling is lossless (lade/sampling.py).
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from ..decoding import OutputSequence
 from ..model_call import ModelCall
 from ..outputs import LookaheadDecoderOnlyOutput, LookaheadStats
 from ..pool import NGramPool
+from ..sampling import TokenChooser
 from ..tree import TokenTree
-from ..verify import greedy_walk
+from ..verify import Acceptance
 from ..window import LookaheadWindow
 from .checks import check_parallel_generation, check_same_everywhere, check_shardable, fingerprint, require_group
 from .exchange import PeerFailure, StepExchange
@@ -61,14 +67,14 @@ def parallel_generate(
     lookahead_streamer=None,
     **model_kwargs,
 ):
-    """transformers `custom_generate` entry point of lookahead parallelism (greedy only)."""
+    """transformers `custom_generate` entry point of lookahead parallelism (greedy, or sampling verified on rank 0)."""
     rank, world = require_group()
     comm_device = input_ids.device if dist.get_backend() == "nccl" else torch.device("cpu")
     values, local_error = None, None
     try:
         config = resolve_config(lookahead_config, generation_config)
         check_shardable(config, world)
-        check_parallel_generation(generation_config)
+        check_parallel_generation(generation_config, config)
         check_generation(model, input_ids, generation_config, logits_processor, model_kwargs, synced_gpus)
         cache = model_kwargs.get("cache") or model_kwargs.get("past_key_values") or DynamicCache(config=model.config)
         check_compactable(cache, model.config.model_type)
@@ -84,7 +90,8 @@ def parallel_generate(
     stats = ParallelStats(world_size=world)
     start = time.perf_counter()
     try:
-        _decode(model, cache, seq, config, logits_processor, exchange, stats)
+        choose = TokenChooser.for_generation(bool(generation_config.do_sample), config, input_ids.device)
+        _decode(model, cache, seq, config, logits_processor, exchange, stats, choose)
     except PeerFailure:
         raise
     except Exception:
@@ -99,8 +106,9 @@ def parallel_generate(
 
 
 def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processors: LogitsProcessorList,
-            exchange: StepExchange, stats: ParallelStats) -> None:
+            exchange: StepExchange, stats: ParallelStats, choose: TokenChooser) -> None:
     rank, world, device = exchange.rank, exchange.world, seq.ids.device
+    verifies = rank == 0 or not choose.sampling  # under sampling only rank 0 verifies (and draws)
     call = ModelCall(model, cache)
     prompt = seq.ids[0]  # [P]
     no_logits = torch.empty(0)
@@ -108,8 +116,8 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
     # 1. prefill (every rank): the prompt's KV and the first new token
     with stats.timed_forward(device):
         logits = call.prefill(seq.ids)  # [1, V]
-    first = greedy_walk(TokenTree([]), logits, seq.ids, processors, False)
-    stats.record_step(seq.emit(first.tokens, [], no_logits))
+    first = choose.walk(TokenTree([]), logits, seq.ids, processors, False).tokens if verifies else [0]
+    stats.record_step(seq.emit(exchange.share_first(first) if choose.sampling else first, [], no_logits))
 
     # 2. lookahead state, identical on every rank: the full window and the pool
     window = LookaheadWindow.from_prompt(prompt, config.window_size, config.ngram_size, config.seed)
@@ -124,8 +132,10 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
         past = seq.ids.shape[1] - len(pending)
         if config.pool_from_output:
             pool.add_tail(seq.ids[0, -(stats.last_accepted + config.ngram_size) :].tolist(), stats.last_accepted)
-        # 3a. this rank's share: [pending | level 0 + own columns | own candidates' tree]
-        tree = TokenTree(own_candidates(pool.candidates(pending[-1], before=int(seq.ids[0, -2])), rank, world))
+        # 3a. this rank's share: [pending | level 0 + own columns | own candidates' tree (sampling: rank 0, all)]
+        candidates = pool.candidates(pending[-1], before=int(seq.ids[0, -2]))
+        tree = TokenTree(candidates if choose.sampling else own_candidates(candidates, rank, world))
+        tree = tree if verifies else TokenTree([])
         shard = shard_layout(pending, window.levels, columns, tree, device)
         stats.step_tokens.append(shard.layout.size)
         stats.refed_tokens += shard.root_row
@@ -134,7 +144,7 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
             logits = call.step(shard.layout, past, all_rows=True)  # [q, V]
         # 3c. verify own candidates (rows: root, then tree nodes)
         tree_logits = torch.cat([logits[shard.root_row : shard.root_row + 1], logits[shard.tree_start :]])
-        acc = greedy_walk(tree, tree_logits, seq.ids, processors, False)
+        acc = choose.walk(tree, tree_logits, seq.ids, processors, False) if verifies else Acceptance([], [], [])
         # 3d. agree with the other ranks: the longest acceptance wins; reassemble the next window level
         tokens, new_level = exchange.step(acc.tokens, logits[shard.top_rows].argmax(-1))
         pool.add_all(window.advance(new_level))
