@@ -96,7 +96,7 @@ def _new_row(index: int, ids: torch.Tensor, pad: int, config: LookaheadConfig,
     pool = NGramPool.for_config(config)
     if config.pool_from_prompt:
         pool.add_sequence(prompt.tolist())
-    window = LookaheadWindow.from_prompt(prompt, config.window_size, config.ngram_size, config.seed)
+    window = LookaheadWindow.for_config(prompt, config)
     return _Row(index, pad, ids.unsqueeze(0), window, pool, _row_processors(processors, index), LookaheadStats())
 
 
@@ -156,10 +156,9 @@ def batched_generate(
         for row in active:
             before, last = row.ids[0, -2:].tolist()
             if config.pool_from_output:
-                tail = row.ids[0, row.pad :][-(row.stats.last_accepted + config.ngram_size) :]
-                row.pool.add_tail(tail.tolist(), row.stats.last_accepted)
-            levels = row.window.levels if config.enabled else row.window.levels[:0]  # [L, W]; [0, W]: plain decoding
-            layouts.append(build_layout(last, levels, TokenTree(row.pool.candidates(last, before)), input_ids.device))
+                row.pool.add_tail(row.ids[0, row.pad :], row.stats.last_accepted)
+            layouts.append(build_layout(last, row.window.levels, TokenTree(row.pool.candidates(last, before)),
+                                        input_ids.device))
         batch = stack_layouts(layouts)
         slots = torch.arange(past, device=input_ids.device)  # [C]
         cached = torch.tensor([row.cached for row in active], device=input_ids.device)  # [B]
@@ -173,7 +172,7 @@ def batched_generate(
         for row, layout, row_logits in zip(active, layouts, logits):
             tree_logits = torch.cat([row_logits[:1], row_logits[layout.tree_start : layout.size]])  # [1 + T, V]
             acc = choose.walk(layout.tree, tree_logits, row.ids, row.processors, False)
-            if config.enabled:
+            if row.window.width:
                 top = row_logits[layout.top_level_rows]  # [W, V]
                 row.pool.add_all(row.window.advance(choose.window_level(top, row.ids, row.processors)))
             starts.append(row.cached)

@@ -103,7 +103,7 @@ def lookahead_generate(
     stats.record_step(seq.emit(first.tokens, first.scores, logits[first.rows]))
 
     # 2. lookahead state: the Jacobi window and the n-gram pool
-    window = LookaheadWindow.from_prompt(input_ids[0], config.window_size, config.ngram_size, config.seed)
+    window = LookaheadWindow.for_config(input_ids[0], config)
     pool = NGramPool.for_config(config)
     if config.pool_from_prompt:
         for context in (lookahead_source_ids, input_ids):
@@ -115,10 +115,9 @@ def lookahead_generate(
         past = seq.ids.shape[1] - 1  # the cache holds everything but the last token
         before, last = seq.ids[0, -2:].tolist()
         if config.pool_from_output:
-            pool.add_tail(seq.ids[0, -(stats.last_accepted + config.ngram_size) :].tolist(), stats.last_accepted)
+            pool.add_tail(seq.ids[0], stats.last_accepted)
         # 3a. layout: [last | window | candidate tree], positions and tree mask
-        levels = window.levels if config.enabled else window.levels[:0]  # [L, W]; [0, W]: plain decoding
-        layout = build_layout(last, levels, TokenTree(pool.candidates(last, before)), input_ids.device)
+        layout = build_layout(last, window.levels, TokenTree(pool.candidates(last, before)), input_ids.device)
         # 3b. one forward for all branches
         with stats.timed_forward(input_ids.device):
             logits = call.step(layout, past)  # [1 + W + T, V]: root, top window level, tree nodes
@@ -126,7 +125,7 @@ def lookahead_generate(
         tree_logits = torch.cat([logits[:1], logits[layout.kept_tree_start :]])  # [1 + T, V]
         acc = choose.walk(layout.tree, tree_logits, seq.ids, logits_processor, keep_scores)
         # 3d. advance the window one Jacobi iteration; its completed n-grams refresh the pool
-        if config.enabled:
+        if window.width:
             top = logits[1 : layout.kept_tree_start]  # [W, V]
             pool.add_all(window.advance(choose.window_level(top, seq.ids, logits_processor)))
         # 3e. keep the KV of the last token and the accepted drafts, crop the rest

@@ -6,6 +6,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import torch
+
 if TYPE_CHECKING:
     from .config import LookaheadConfig
 
@@ -52,12 +54,14 @@ class NGramPool:
         for ngram in ngrams:
             self.add(ngram)
 
-    def add_tail(self, tokens: Sequence[int], new: int) -> None:
-        """Add, in order, the n-grams of `tokens` that end in its last `new` tokens, each with its preceding
-        token (pass `new` + ngram_size tokens to give the first one its context)."""
+    def add_tail(self, tokens: Sequence[int] | torch.Tensor, new: int) -> None:
+        """Add, in order, the n-grams of `tokens` (a list or a 1-D tensor) that end in its last `new` tokens, each
+        with its preceding token; only the last `new` + ngram_size tokens are read."""
         n = self.ngram_size
-        for i in range(max(0, len(tokens) - new - n + 1), len(tokens) - n + 1):
-            self.add(tokens[i : i + n], tokens[i - 1] if i else None)
+        tail = tokens[-(new + n) :]
+        tail = tail.tolist() if isinstance(tail, torch.Tensor) else tail
+        for i in range(max(0, len(tail) - new - n + 1), len(tail) - n + 1):
+            self.add(tail[i : i + n], tail[i - 1] if i else None)
 
     def add_sequence(self, tokens: Sequence[int]) -> None:
         """Add every n-gram of a token sequence, in order (the last one ends up most recent)."""

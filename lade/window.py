@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from .config import LookaheadConfig
 
 
 class LookaheadWindow:
@@ -23,6 +28,12 @@ class LookaheadWindow:
         generator = torch.Generator().manual_seed(seed)
         picks = torch.randint(prompt.numel(), (window_size,), generator=generator)  # [W]
         return cls(prompt.reshape(-1)[picks.to(prompt.device)], ngram_size)
+
+    @classmethod
+    def for_config(cls, prompt: torch.Tensor, config: LookaheadConfig) -> "LookaheadWindow":
+        """The window of a lookahead config: no columns when lookahead is disabled (plain one-token steps)."""
+        width = config.window_size if config.enabled else 0
+        return cls.from_prompt(prompt, width, config.ngram_size, config.seed)
 
     @property
     def filled(self) -> int:

@@ -131,7 +131,7 @@ def _decode(model, cache, seq: OutputSequence, config: LookaheadConfig, processo
     while not seq.finished:
         past = seq.ids.shape[1] - len(pending)
         if config.pool_from_output:
-            pool.add_tail(seq.ids[0, -(stats.last_accepted + config.ngram_size) :].tolist(), stats.last_accepted)
+            pool.add_tail(seq.ids[0], stats.last_accepted)
         # 3a. this rank's share: [pending | level 0 + own columns | own candidates' tree (sampling: rank 0, all)]
         candidates = pool.candidates(pending[-1], before=int(seq.ids[0, -2]))
         tree = TokenTree(candidates if choose.sampling else own_candidates(candidates, rank, world))
