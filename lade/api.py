@@ -5,14 +5,15 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, StoppingCriteriaList, StopStringCriteria
 
+from .checks import check_mask_shape, check_token_ids, left_padding
 from .config import LookaheadConfig
 from .decoding import lookahead_generate
 
 
 def generate(
     model,
-    input_ids: torch.LongTensor,  # [B, P], left-padded when B > 1 (pass attention_mask)
-    lookahead_config: LookaheadConfig | dict | None = None,
+    input_ids: torch.LongTensor | None = None,  # [B, P], left-padded when B > 1 (pass attention_mask)
+    lookahead_config: LookaheadConfig | dict | str | None = None,
     attention_mask: torch.Tensor | None = None,
     generation_config: GenerationConfig | None = None,
     return_stats: bool = False,
@@ -21,7 +22,9 @@ def generate(
     """Decode with lookahead through `model.generate(custom_generate=lade.lookahead_generate)`.
 
     Takes and returns what `model.generate` takes and returns; with `return_stats=True`, a pair
-    (that output, LookaheadStats). The attention mask defaults to all ones (never inferred from pad ids).
+    (that output, LookaheadStats). lookahead_config: a LookaheadConfig, a dict of its fields, "auto" (lade.cost
+    chooses for this model and device) or None (the defaults). The attention mask defaults to all ones (never
+    inferred from pad ids).
     """
     return generate_with(lookahead_generate, model, input_ids, lookahead_config, attention_mask, generation_config,
                          return_stats, **generation_kwargs)
@@ -30,7 +33,7 @@ def generate(
 def generate_with(
     method,
     model,
-    input_ids: torch.LongTensor,  # [1, P]
+    input_ids: torch.LongTensor | None,  # [B, P]
     lookahead_config: LookaheadConfig | dict | None = None,
     attention_mask: torch.Tensor | None = None,
     generation_config: GenerationConfig | None = None,
@@ -38,8 +41,15 @@ def generate_with(
     **generation_kwargs,
 ):
     """`generate` through any lade custom_generate callable `method` (e.g. lade.distributed's)."""
+    if input_ids is None:
+        raise ValueError("lade decodes from token ids: pass input_ids (inputs_embeds are not supported)")
+    check_token_ids(model, input_ids)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
+    if model.config.is_encoder_decoder:
+        check_mask_shape(attention_mask, input_ids)  # the source's mask: any padding side
+    else:
+        left_padding(attention_mask, input_ids)
     _move_stop_strings_to_criteria(generation_kwargs)
     generation_kwargs["lookahead_streamer"] = generation_kwargs.pop("streamer", None)
     if model.config.is_encoder_decoder:  # the source's n-grams seed the pool (generate hands over only the decoder ids)

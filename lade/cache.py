@@ -35,41 +35,38 @@ def check_compactable(cache: Cache, model_type: str) -> None:
             )
 
 
-def compact(cache: Cache, past_length: int, keep: Sequence[int]) -> None:
-    """Move step-relative rows `keep` (ascending) to slots past_length.., then crop after them."""
+def compact(cache: Cache, past_length: int, starts: Sequence[int], keep: Sequence[Sequence[int]]) -> None:
+    """After a step appended its q slots to every row at past_length..: row b moves step-relative slots keep[b]
+    (ascending) to slots starts[b].., then the cache is cropped after the longest row. A batch row's slots past
+    starts[b] + len(keep[b]) are left as junk that the caller masks out (rows are never shifted, so each step copies
+    only the accepted tokens). One row (starts[0] == past_length) moves only what is out of place."""
     inner = self_attention_cache(cache)
-    src = [past_length + k for k in keep]
-    dst = list(range(past_length, past_length + len(keep)))
-    for layer in inner.layers:
-        if not layer.is_initialized:
-            continue
-        if src != dst:
-            index = torch.tensor(src, device=layer.keys.device)
-            layer.keys[..., dst[0] : dst[-1] + 1, :] = layer.keys.index_select(-2, index)
-            layer.values[..., dst[0] : dst[-1] + 1, :] = layer.values.index_select(-2, index)
-        extra = layer.keys.shape[-2] - (past_length + len(keep))
-        if extra:
-            layer.crop(-extra)
-
-
-def compact_rows(cache: Cache, past_length: int, starts: Sequence[int], keep: Sequence[Sequence[int]]) -> None:
-    """Batched compaction: row b moves step-relative slots keep[b] to slots starts[b].., then the cache is
-    cropped after the longest row. Slots of row b past starts[b] + len(keep[b]) are left as junk that the
-    caller masks out (rows are never shifted, so each step copies only the accepted tokens)."""
-    inner = self_attention_cache(cache)
-    width = max(len(k) for k in keep)
-    # padded entries re-copy slot `past_length` into row b's own junk tail; every dst stays < past + q
-    src = torch.tensor([[past_length + k for k in ks] + [past_length] * (width - len(ks)) for ks in keep])  # [B, A]
-    dst = torch.tensor([list(range(s, s + width)) for s in starts])  # [B, A]
     new_length = max(s + len(ks) for s, ks in zip(starts, keep))
-    for layer in inner.layers:
-        if not layer.is_initialized:
-            continue
-        for tensor in (layer.keys, layer.values):  # [B, H, past + q, D]
-            shape = (-1, tensor.shape[1], -1, tensor.shape[-1])
-            src_index = src.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
-            dst_index = dst.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
-            tensor.scatter_(2, dst_index, tensor.gather(2, src_index))
-        extra = layer.keys.shape[-2] - new_length
-        if extra:
-            layer.crop(-extra)
+    if len(keep) == 1:
+        src, dst = [past_length + k for k in keep[0]], list(range(starts[0], new_length))
+        moves = [(layer.keys, layer.values) for layer in inner.layers if layer.is_initialized] if src != dst else []
+        for tensors in moves:
+            index = torch.tensor(src, device=tensors[0].device)
+            for tensor in tensors:  # [1, H, past + q, D]
+                tensor[..., dst[0] : dst[-1] + 1, :] = tensor.index_select(-2, index)
+    else:
+        width = max(len(k) for k in keep)
+        # padded entries re-copy slot `past_length` into row b's own junk tail; every dst stays < past + q
+        src = torch.tensor([[past_length + k for k in ks] + [past_length] * (width - len(ks)) for ks in keep])  # [B, A]
+        dst = torch.tensor([list(range(s, s + width)) for s in starts])  # [B, A]
+        for layer in inner.layers:
+            if not layer.is_initialized:
+                continue
+            for tensor in (layer.keys, layer.values):  # [B, H, past + q, D]
+                shape = (-1, tensor.shape[1], -1, tensor.shape[-1])
+                src_index = src.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
+                dst_index = dst.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
+                tensor.scatter_(2, dst_index, tensor.gather(2, src_index))
+    crop(cache, new_length)
+
+
+def crop(cache: Cache, length: int) -> None:
+    """Drop every slot from `length` on (no-op where the cache is not longer)."""
+    for layer in self_attention_cache(cache).layers:
+        if layer.is_initialized and layer.keys.shape[-2] > length:
+            layer.crop(length - layer.keys.shape[-2])

@@ -1,4 +1,5 @@
-"""Up-front checks: refuse what lookahead decoding cannot do exactly, with a message saying what to change."""
+"""Up-front checks: refuse what lookahead decoding cannot do exactly, with a message saying what to change, before
+any model forward and before any streamer call."""
 
 from __future__ import annotations
 
@@ -6,67 +7,57 @@ import inspect
 
 import torch
 from transformers import GenerationConfig
+from transformers.cache_utils import Cache
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
 from .adapters import adapter_for
-from .config import LookaheadConfig
+from .cache import check_compactable, self_attention_cache
 from .quantization import check_quantized_model
 from .verify import check_processors
 
 
-def resolve_config(value: LookaheadConfig | dict | str | None, generation_config: GenerationConfig,
-                   model=None) -> LookaheadConfig:
-    if value is None:
-        value = getattr(generation_config, "lookahead_config", None)
-    if value is None:
-        return LookaheadConfig()
-    if value == "auto":
-        return LookaheadConfig.auto(model)
-    if isinstance(value, LookaheadConfig):
-        return value
-    if isinstance(value, dict):
-        return LookaheadConfig(**value)
-    raise ValueError(f"lookahead_config must be a LookaheadConfig, a dict or 'auto', got {value!r}")
-
-
 def check_model(model) -> None:
     model_type = model.config.model_type
+    if any(p.device.type == "meta" for p in model.parameters()):
+        raise ValueError(f"the {model_type} model's weights are on the meta device (not loaded): load real weights "
+                         "(from_pretrained without an empty-weights context) before decoding")
     if model.config.is_encoder_decoder:
         adapter_for(model)  # raises a clear error for encoder-decoder types without a position adapter
-    elif "position_ids" not in inspect.signature(model.forward).parameters:
+    elif "position_ids" not in inspect.signature(model.forward).parameters or getattr(model.config, "alibi", False):
         raise ValueError(
-            f"model type '{model_type}' takes no position_ids (e.g. ALiBi models), so tokens that share a logical "
-            "position cannot be placed; lade cannot decode it exactly"
+            f"model type '{model_type}' places tokens with ALiBi or takes no position_ids, so tokens that share a "
+            "logical position cannot be placed; lade cannot decode it exactly"
         )
     check_quantized_model(model)
 
 
-def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,
-                     model_kwargs: dict, synced_gpus: bool) -> None:
-    check_model(model)
-    if model.config.is_encoder_decoder:
-        if input_ids.shape[0] != 1:
-            raise ValueError(f"lade decodes encoder-decoder models one input at a time; got batch size "
-                             f"{input_ids.shape[0]} (pass one input)")
-        mask = model_kwargs.get("decoder_attention_mask")
-        if mask is not None and not bool(mask.all()):
-            raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
-    if gen.num_beams != 1:
-        raise ValueError(f"lade does not do beam search; set num_beams=1 (got {gen.num_beams})")
-    if gen.num_return_sequences != 1:
-        raise ValueError("lade returns one sequence per prompt; set num_return_sequences=1")
-    if gen.output_attentions or gen.output_hidden_states:
-        raise ValueError("output_attentions / output_hidden_states are not available from lookahead steps")
-    if synced_gpus:
-        raise ValueError("synced_gpus (DeepSpeed ZeRO-3 / FSDP) is not supported by lade")
-    if gen.prompt_lookup_num_tokens or getattr(gen, "assistant_model", None):
-        raise ValueError("lade replaces prompt lookup / assisted decoding; do not combine them")
-    check_processors(processors)
+def check_token_ids(model, ids: torch.Tensor, name: str = "input_ids") -> None:
+    """A [B, P] integer tensor with P >= 1 and every id inside the model's vocabulary."""
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.LongTensor of shape [batch, length], got {type(ids).__name__}")
+    if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
+        raise ValueError(f"{name} must have shape [batch, length] with length >= 1, got {tuple(ids.shape)}: "
+                         "add a batch dimension with ids.unsqueeze(0), or pass a non-empty prompt")
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise ValueError(f"{name} must hold integer token ids (torch.long), got dtype {ids.dtype}")
+    vocab = model.get_input_embeddings().num_embeddings
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab:
+        raise ValueError(f"{name} holds ids in [{low}, {high}], outside the model's vocabulary [0, {vocab}): tokenize "
+                         "with this model's tokenizer")
 
 
-def left_padding(attention_mask: torch.Tensor) -> list[int]:
-    """attention_mask: [B, P] of 0/1 -> each row's number of left-padding slots; refuse any other padding."""
+def check_mask_shape(attention_mask: torch.Tensor, input_ids: torch.Tensor) -> None:
+    if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != tuple(input_ids.shape):
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
+        raise ValueError(f"attention_mask has shape {shape}, input_ids {tuple(input_ids.shape)}: pass the mask the "
+                         "tokenizer returned with these ids")
+
+
+def left_padding(attention_mask: torch.Tensor, input_ids: torch.Tensor) -> list[int]:
+    """attention_mask: [B, P] of 0/1 -> each row's number of left-padding slots; refuse any other mask."""
+    check_mask_shape(attention_mask, input_ids)
     mask = attention_mask.long()
     if not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
@@ -77,16 +68,70 @@ def left_padding(attention_mask: torch.Tensor) -> list[int]:
     return (mask.shape[1] - mask.sum(-1)).tolist()
 
 
-def check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
-                streamer) -> None:
-    """What batched (or padded) lookahead decoding refuses on top of `check_generation`."""
+def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, processors: LogitsProcessorList,
+                     stopping_criteria: StoppingCriteriaList, model_kwargs: dict, cache: Cache, synced_gpus: bool,
+                     streamer, assistant_model=None) -> list[int]:
+    """Every refusal of lookahead generation (cache: the one decoding will use); returns each row's left padding."""
+    check_model(model)
+    check_token_ids(model, input_ids, "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids")
+    if model_kwargs.get("inputs_embeds") is not None:
+        raise ValueError("lade decodes from token ids: pass input_ids instead of inputs_embeds")
+    if gen.num_beams != 1:
+        raise ValueError(f"lade does not do beam search; set num_beams=1 (got {gen.num_beams})")
+    if gen.num_return_sequences != 1:
+        raise ValueError("lade returns one sequence per prompt; set num_return_sequences=1")
+    if gen.output_attentions or gen.output_hidden_states:
+        raise ValueError("output_attentions / output_hidden_states are not available from lookahead steps")
+    if synced_gpus:
+        raise ValueError("synced_gpus (DeepSpeed ZeRO-3 / FSDP) is not supported by lade")
+    if gen.prompt_lookup_num_tokens or assistant_model is not None or getattr(gen, "assistant_model", None):
+        raise ValueError("lade replaces prompt lookup / assisted decoding; drop prompt_lookup_num_tokens / "
+                         "assistant_model")
+    check_processors(processors)
+    pads = _check_padding(model, input_ids, gen, model_kwargs)
+    check_compactable(cache, model.config.model_type)
+    past = self_attention_cache(cache).get_seq_length()
+    if past:
+        if len(pads) > 1 or any(pads):
+            raise ValueError("a cache passed in (prefix caching) works with one unpadded prompt: pass one prompt at a "
+                             "time, or no past_key_values")
+        if model.config.is_encoder_decoder:
+            raise ValueError("lade does not continue an encoder-decoder cache: pass no past_key_values")
+        if past >= input_ids.shape[1]:
+            raise ValueError(f"the cache passed in holds {past} tokens, the prompt only {input_ids.shape[1]}: pass the "
+                             "whole sequence the cache was built from plus at least one new token")
+    if len(pads) > 1:
+        _check_batch(gen, processors, stopping_criteria, streamer)
+    return pads
+
+
+def _check_padding(model, input_ids: torch.Tensor, gen: GenerationConfig, model_kwargs: dict) -> list[int]:
+    if model.config.is_encoder_decoder:
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"lade decodes encoder-decoder models one input at a time; got batch size "
+                             f"{input_ids.shape[0]} (pass one input)")
+        mask = model_kwargs.get("decoder_attention_mask")
+        if mask is not None and not bool(mask.all()):
+            raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
+        return [0]
+    mask_length = getattr(gen, "_mask_length", None)  # generate drops an all-ones mask, keeping its length
+    if isinstance(mask_length, int) and mask_length not in (-1, input_ids.shape[1]):
+        raise ValueError(f"attention_mask has length {mask_length}, input_ids {input_ids.shape[1]}: pass the mask the "
+                         "tokenizer returned with these ids")
+    mask = model_kwargs.get("attention_mask")
+    return [0] * input_ids.shape[0] if mask is None else left_padding(mask, input_ids)
+
+
+def _check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
+                 streamer) -> None:
+    """What lookahead decoding refuses for several prompts at once."""
     if any(isinstance(p, PrefixConstrainedLogitsProcessor) for p in processors):
         raise ValueError(
             "prefix_allowed_tokens_fn takes a batch index, which lade's per-row verification cannot supply: "
             "pass one prompt at a time"
         )
     if streamer is not None:
-        raise ValueError("a streamer takes one sequence: pass one unpadded prompt to stream lookahead output")
+        raise ValueError("a streamer takes one sequence: pass one prompt to stream lookahead output")
     if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):
         raise ValueError(
             "output_scores / output_logits are not available for batched lookahead decoding: pass one prompt at a time"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 ATTENTION_PATHS = ("auto", "mask", "split", "flex")
+MAX_STEP_TOKENS = 4096  # most tokens one step may feed: 1 + (W + G)(N - 1); beyond it a step is a prefill, not a guess
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class LookaheadConfig:
         compression was 1.54 vs 1.76 (sampled) at temperature 0.3, 1.32 vs 1.31 at 0.7, 1.18 vs 1.19 at 1.0:
         a gain only at low temperature on a small sample, for an extra processors call per step.
     enabled: False runs plain decoding (one token per step) through the same loop; what
-        `LookaheadConfig.auto` returns when no lookahead config is predicted to beat plain decoding.
+        `lade.auto_config` returns when no lookahead config is predicted to beat plain decoding.
     """
 
     window_size: int = 5
@@ -75,14 +76,12 @@ class LookaheadConfig:
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_PATHS:
             raise ValueError(f"attention must be one of {ATTENTION_PATHS}, got {self.attention!r}")
-
-    @classmethod
-    def auto(cls, model, task: str = "mixed", **kwargs) -> "LookaheadConfig":
-        """The (W, N, G) predicted fastest for `model` on its device (see lade.cost.auto_config), or a
-        disabled config (plain decoding) when none is predicted to win."""
-        from .cost import auto_config
-
-        return auto_config(model, task=task, **kwargs)
+        if self.max_step_tokens() > MAX_STEP_TOKENS:
+            raise ValueError(
+                f"LookaheadConfig(window_size={self.window_size}, ngram_size={self.ngram_size}, guess_set_size="
+                f"{self.guess_set_size}) feeds up to {self.max_step_tokens()} tokens per step (1 + (W + G)(N - 1)), "
+                f"above lade's limit of {MAX_STEP_TOKENS}: reduce window_size, guess_set_size or ngram_size"
+            )
 
     @property
     def key(self) -> tuple[int, ...]:

@@ -2,39 +2,42 @@
 it pays depends on how a step's latency grows with the tokens it feeds.
 
 - `measure_latency` / `latency_profile`: latency(q), the fastest of a few timed forwards of q tokens at a
-  representative cache length, measured on the model's device (cached as JSON per model, dtype, device).
-- `predict` / `choose_config` / `auto_config`: tokens/s of each config predicted as compression / (mean step
-  latency + host_s), with compression, tokens per step and the share of one-token steps (a pool-only config
-  feeds one token when no candidate matches) taken from a measured prior (lade/cost_prior.py, made by
-  scripts/cost_prior.py on SmolLM2-135M with MT-Bench and HumanEval prompts); the fastest config, or a
-  disabled one (plain decoding) when none is predicted to beat plain decoding by `min_speedup`. This is what `lookahead_config="auto"` and
-  `LookaheadConfig.auto(model)` use.
-- `roofline_latency` / `predicted_speedup`: the same trade-off for a model size on a GPU class, from peak
-  FLOP/s and memory bandwidth (no measurement).
+  representative cache length, measured on the model's device (cached as JSON per model shape, dtype and device
+  in the lade cache directory, best effort).
+- `predict` / `choose_config`: tokens/s of each config predicted as compression / (mean step latency + host_s),
+  with compression, tokens per step and the share of one-token steps (a pool-only config feeds one token when no
+  candidate matches) taken from a measured prior (lade/cost_prior.py); the fastest config, or a disabled one
+  (plain decoding) when none is predicted to beat plain decoding by `min_speedup`. lade.auto uses these.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from transformers.cache_utils import DynamicCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from .cache import compact
+from .adapters import position_limit
+from .cache import crop
 from .config import LookaheadConfig
 from .cost_prior import PRIOR
-from .layout import build_layout
+from .device import device_description, synchronize
+from .encoder_decoder import EncoderDecoderCall
+from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
-from .provenance import device_description
+from .paths import cache_dir
 from .tree import TokenTree
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
+SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to during the measurement
 HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain decoding's (measured ~0.5 ms on CPU)
 MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
 TASKS = ("chat", "code", "mixed")
@@ -66,62 +69,81 @@ class LatencyProfile:
 
 
 def device_key(model) -> str:
-    """What latency depends on: model, dtype, attention implementation, device (and CPU threads)."""
+    """What latency depends on: the model's name and shape, dtype, attention implementation, device (and CPU
+    threads)."""
+    config = model.config.get_text_config(decoder=True)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                    "num_key_value_heads", "intermediate_size", "vocab_size")]
     attn = getattr(model.config, "_attn_implementation", None)
-    return f"{name}|{model.dtype}|{attn}|{device_description()}"
+    return f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}|{device_description(model.device)}"
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def _measurement_call(model, generator: torch.Generator) -> ModelCall:
+    """The call a real step goes through; an encoder-decoder model's decoder attends to a random encoded source."""
+    if not model.config.is_encoder_decoder:
+        return ModelCall(model, DynamicCache(config=model.config))
+    source = torch.randint(model.config.vocab_size, (1, SOURCE), generator=generator).to(model.device)  # [1, S]
+    cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    return EncoderDecoderCall(model, cache, "mask", model.get_encoder()(input_ids=source), None)
+
+
+def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int, ...], int]:
+    """(qs, context) that fit the model's position table: steps of at most half of it, context in the rest."""
+    limit = position_limit(model) or getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    if not limit:
+        return tuple(qs), context
+    fitting = tuple(q for q in qs if q <= limit // 2) or (1,)
+    return fitting, max(1, min(context, limit - max(fitting)))
 
 
 @torch.inference_mode()
 def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEXT, repeats: int = 5) -> LatencyProfile:
-    """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens.
+    """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens (both cut to
+    fit the model's position table).
 
-    Each step goes through lade's own layout and ModelCall (4-D mask, logical positions), so the times
-    include what a real step pays; the q values are interleaved so machine noise hits them alike, and the
-    fastest repeat is kept (other jobs on the machine only ever add time). Every row's logits are computed,
-    so steps with several window levels (whose lower levels need no logits) cost a little less.
+    Each step goes through lade's own layout and model call (4-D mask, logical positions), so the times include
+    what a real step pays; the q values are interleaved so machine noise hits them alike, and the fastest repeat is
+    kept (other jobs on the machine only ever add time). Every row's logits are computed, so steps with several
+    window levels (whose lower levels need no logits) cost a little less.
     """
-    import time
-
-    device = next(model.parameters()).device
+    qs, context = measurement_shape(model, qs, context)
+    device = model.device
     generator = torch.Generator().manual_seed(0)
+    call = _measurement_call(model, generator)
     prompt = torch.randint(model.config.vocab_size, (1, context), generator=generator).to(device)  # [1, C]
-    cache = DynamicCache(config=model.config)
-    call = ModelCall(model, cache)
     call.prefill(prompt)
     times: dict[int, list[float]] = {q: [] for q in qs}
     for round_ in range(repeats + 1):
         for q in qs:
             window = prompt[:, : q - 1]  # [1, q-1]: one level, so the step feeds q tokens
-            layout = build_layout(int(prompt[0, -1]), window, TokenTree([]), device)
-            _sync(device)
+            batch = stack_layouts([build_layout(int(prompt[0, -1]), window, TokenTree([]), device)])
+            synchronize(device)
             start = time.perf_counter()
-            call.step(layout, context)
-            _sync(device)
+            call.step(batch, torch.tensor([context], device=device), context, None)
+            synchronize(device)
             if round_:
                 times[q].append(time.perf_counter() - start)
-            compact(cache, context, [])  # drop the step's KV again
+            crop(call.cache, context)  # drop the step's KV again
     return LatencyProfile(device_key(model), context, tuple(qs), tuple(min(times[q]) for q in qs))
 
 
-def latency_profile(model, cache_dir: Path | None = None, refresh: bool = False, **measure_kwargs) -> LatencyProfile:
-    """The model's latency profile, measured once and cached in `<cache>/cost/latency-<hash>.json`."""
-    from .models import cache_dir as default_cache_dir
-
+def latency_profile(model, cache: Path | None = None, refresh: bool = False, **measure_kwargs) -> LatencyProfile:
+    """The model's latency profile, measured once and cached in `<lade cache>/cost/latency-<hash>.json`. Caching is
+    best effort: an unwritable cache directory gives a warning and the measured profile."""
     key = device_key(model)
-    path = (cache_dir or default_cache_dir()) / "cost" / f"latency-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
+    path = (cache or cache_dir()) / "cost" / f"latency-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
     if path.exists() and not refresh:
         profile = LatencyProfile.from_json(path.read_text())
         if profile.key == key:
             return profile
     profile = measure_latency(model, **measure_kwargs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(profile.to_json())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(profile.to_json())
+    except OSError as error:
+        warnings.warn(f"lade could not cache the latency profile in {path} ({error}); it will be measured again next "
+                      "time: set LADE_CACHE to a writable folder", stacklevel=2)
     return profile
 
 
@@ -173,28 +195,3 @@ def choose_config(latency, task: str = "mixed", min_speedup: float = MIN_SPEEDUP
     if best.speedup < min_speedup:
         return LookaheadConfig(enabled=False, **config_fields)
     return LookaheadConfig.from_key(best.config, **config_fields)
-
-
-def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, refresh: bool = False,
-                **config_fields) -> LookaheadConfig:
-    """`LookaheadConfig.auto`: measure (or load) the model's latency profile and choose (W, N, G)."""
-    return choose_config(latency_profile(model, refresh=refresh), task, min_speedup, **config_fields)
-
-
-def roofline_latency(params: float, q: int, context_len: int, gpu_row: Mapping[str, float], dtype_bytes: float = 2,
-                     n_layers: int = 0, kv_dim: int = 0) -> float:
-    """Roofline lower bound (seconds) of one forward of q tokens over `context_len` cached tokens.
-
-    gpu_row: "peak_tflops" (dense fp16/bf16 TFLOP/s) and "bandwidth_gbs" (memory GB/s), e.g. a row of
-    data/gpus.csv. FLOPs = 2 params q + 4 n_layers kv_dim q (context_len + q) (attention scores and values);
-    bytes = params dtype_bytes (weights, read once per step) + 2 n_layers kv_dim (context_len + q) dtype_bytes
-    (the KV cache). kv_dim: the model width (n_heads x head_dim; 0 ignores attention).
-    """
-    flops = 2 * params * q + 4 * n_layers * kv_dim * q * (context_len + q)
-    bytes_moved = params * dtype_bytes + 2 * n_layers * kv_dim * (context_len + q) * dtype_bytes
-    return max(flops / (gpu_row["peak_tflops"] * 1e12), bytes_moved / (gpu_row["bandwidth_gbs"] * 1e9))
-
-
-def predicted_speedup(compression: float, lat1: float, latq: float) -> float:
-    """Tokens/s of lookahead over plain decoding: compression x latency(1 token) / latency(q tokens)."""
-    return compression * lat1 / latq

@@ -16,7 +16,7 @@ from .model_call import ModelCall
 
 
 class EncoderDecoderCall(ModelCall):
-    """Decoder forwards of an encoder-decoder model (the encoder is not run again)."""
+    """Decoder forwards of an encoder-decoder model (the encoder is not run again); one sequence at a time."""
 
     def __init__(self, model, cache: Cache, attention: str, encoder_outputs,
                  encoder_attention_mask: torch.Tensor | None) -> None:
@@ -30,16 +30,16 @@ class EncoderDecoderCall(ModelCall):
         self.decoder = model.get_decoder()
         self.encoder_outputs = encoder_outputs
         self.encoder_attention_mask = encoder_attention_mask  # [1, S] or None
+        self._keeps_rows = False  # the LM head runs on every decoder row; ModelCall selects the kept ones
 
-    def _run(self, input_ids, position_ids, attention_mask, rows: torch.Tensor | None = None) -> torch.Tensor:
+    def _forward(self, input_ids, position_ids, attention_mask, **kwargs) -> torch.Tensor:
         with self.positions(self.decoder, position_ids[0]):
             out = self.model(
                 decoder_input_ids=input_ids, decoder_attention_mask=attention_mask,
                 encoder_outputs=self.encoder_outputs, attention_mask=self.encoder_attention_mask,
                 use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache},
             )
-        logits = out.logits[0].float()  # [q, V]
-        return logits if rows is None else logits[rows]
+        return out.logits.float()  # [1, q, V]
 
 
 def new_cache(model) -> Cache:

@@ -6,6 +6,8 @@ Order of the q = 1 + L*W + T step tokens: [last accepted token | window levels 0
   1..l: exactly the Jacobi sequence that leads to it;
 - tree node n at t + depth + 1 sees the last token and its own path;
 - the window and the tree never see each other.
+A layout may also start with tokens the cache lacks (lookahead parallelism re-feeds tokens verified on another
+rank): `root_row` is then the last token's row, and the rows before it are fed causally (see distributed/shard.py).
 """
 
 from __future__ import annotations
@@ -21,44 +23,20 @@ from .tree import TokenTree
 @dataclass
 class StepLayout:
     input_ids: torch.Tensor  # [1, q]
-    offsets: torch.Tensor  # [q] logical position minus the last token's position
+    offsets: torch.Tensor  # [q] logical position minus the first fed token's position
     visible: torch.Tensor  # [q, q] bool, True where row may attend to column
-    window_tokens: int  # L*W
-    window_width: int  # W (0 when the window is empty)
     tree: TokenTree
+    root_row: int  # the last accepted token's row (its logits choose the first new token)
+    top_rows: list[int]  # rows whose predictions form the window's next level, one per window column fed
+    tree_start: int  # row of tree node 0 (node n is row tree_start + n)
 
     @property
     def size(self) -> int:
         return self.input_ids.shape[1]
 
-    @property
-    def tree_start(self) -> int:
-        return 1 + self.window_tokens
-
-    @property
-    def top_level_rows(self) -> slice:
-        """Rows whose predictions form the next window level (all step rows)."""
-        return slice(1 + self.window_tokens - self.window_width, 1 + self.window_tokens)
-
-    def logit_rows(self) -> torch.Tensor:
-        """[1 + W + T] the rows whose logits a step uses: the root, the top window level, the tree nodes.
-        In those kept logits, the top level is rows 1..W and tree node n is row `kept_tree_start + n`."""
-        return torch.cat([self.offsets.new_zeros(1),
-                          torch.arange(self.top_level_rows.start, self.size, device=self.offsets.device)])
-
-    @property
-    def kept_tree_start(self) -> int:
-        return 1 + self.window_width
-
-    def position_ids(self, last_position: int) -> torch.Tensor:
-        return (self.offsets + last_position).unsqueeze(0)  # [1, q]
-
-    def additive_mask(self, past_length: int, dtype: torch.dtype) -> torch.Tensor:
-        """[1, 1, q, past + q] additive float mask: 0 = attend, dtype min = blocked."""
-        q = self.size
-        mask = torch.zeros(1, 1, q, past_length + q, dtype=dtype, device=self.visible.device)
-        mask[0, 0, :, past_length:].masked_fill_(~self.visible, torch.finfo(dtype).min)
-        return mask
+    def logit_rows(self) -> list[int]:
+        """The rows whose logits a step uses: the root, the window's top level, the tree nodes."""
+        return [self.root_row, *self.top_rows, *range(self.tree_start, self.size)]
 
 
 @lru_cache(maxsize=64)
@@ -78,7 +56,7 @@ def _window_template(levels: int, width: int) -> tuple[torch.Tensor, torch.Tenso
 
 
 def build_layout(last_token: int, window: torch.Tensor, tree: TokenTree, device: torch.device) -> StepLayout:
-    """window: [L, W] current levels; tree: the verification candidates for `last_token`."""
+    """window: [L, W] current levels (L or W may be 0); tree: the verification candidates for `last_token`."""
     levels, width = window.shape
     n_window, n_tree = levels * width, len(tree)
     q = 1 + n_window + n_tree
@@ -104,46 +82,51 @@ def build_layout(last_token: int, window: torch.Tensor, tree: TokenTree, device:
         window.reshape(-1).to(device),
         torch.tensor(tree.tokens, dtype=torch.long, device=device),
     ]).unsqueeze(0)  # [1, q]
-    return StepLayout(input_ids, offsets.to(device), visible.to(device), n_window, width if levels else 0, tree)
+    top_rows = list(range(1 + n_window - width, 1 + n_window)) if n_window else []
+    return StepLayout(input_ids, offsets.to(device), visible.to(device), tree, 0, top_rows, 1 + n_window)
 
 
 @dataclass
 class BatchLayout:
-    """One step's layouts of B rows padded to a common q with dummy tokens.
+    """One step's layouts of B rows padded to a common Q with dummy tokens, and the rows whose logits are kept.
 
-    A dummy token (row b, column >= q_b) repeats row b's last token and sees only itself, so every query
-    row has at least one visible column and the padding never reaches a real token.
+    A dummy token (row b, column >= q_b) repeats row b's first token and sees only itself, so every query row
+    has at least one visible column and the padding never reaches a real token. `kept` [K] is the union of the
+    rows' logit rows (the LM head runs on those only); `lookup[p]` is the index in `kept` of step row p.
     """
 
     rows: list[StepLayout]
     input_ids: torch.Tensor  # [B, Q]
     offsets: torch.Tensor  # [B, Q]
     visible: torch.Tensor  # [B, Q, Q] bool
-    real: torch.Tensor  # [B, Q] bool, False for dummy tokens
+    real: torch.Tensor | None  # [B, Q] bool, False for dummy tokens (None: no dummies)
+    kept: torch.Tensor  # [K] step rows whose logits are computed
+    lookup: list[int]  # [Q] index into kept, -1 where a row's logits are not kept
 
     @property
     def size(self) -> int:
         return self.input_ids.shape[1]
 
-    def position_ids(self, last_positions: torch.Tensor) -> torch.Tensor:
-        """last_positions: [B] logical position of each row's last token -> [B, Q]."""
-        return self.offsets + last_positions.unsqueeze(1)
+    def position_ids(self, first_positions: torch.Tensor) -> torch.Tensor:
+        """first_positions: [B] logical position of each row's first fed token -> [B, Q]."""
+        return self.offsets + first_positions.unsqueeze(1)
 
-    def additive_mask(self, cache_visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """cache_visible: [B, C] bool (each row's valid cache slots) -> [B, 1, Q, C + Q] additive float mask."""
-        batch, past = cache_visible.shape
-        allowed = torch.cat([
-            self.real.unsqueeze(2) & cache_visible.unsqueeze(1),  # [B, Q, C]
-            self.visible,  # [B, Q, Q]
-        ], dim=2)
-        mask = torch.zeros(batch, 1, self.size, past + self.size, dtype=dtype, device=allowed.device)
-        return mask.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
+    def kept_index(self, rows: list[int]) -> list[int]:
+        return [self.lookup[r] for r in rows]
 
 
 def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
-    """Pad row layouts to the largest q (dummy tokens appended at the end of each row)."""
-    q_max = max(layout.size for layout in layouts)
+    """Pad row layouts to the largest q (dummy tokens appended at the end of each row); one row is not copied."""
+    wanted = sorted({r for layout in layouts for r in layout.logit_rows()})
     device = layouts[0].input_ids.device
+    q_max = max(layout.size for layout in layouts)
+    lookup = [-1] * q_max
+    for k, r in enumerate(wanted):
+        lookup[r] = k
+    kept = torch.tensor(wanted, device=device)  # [K]
+    if len(layouts) == 1:
+        (one,) = layouts
+        return BatchLayout(layouts, one.input_ids, one.offsets[None], one.visible[None], None, kept, lookup)
     batch = len(layouts)
     input_ids = torch.empty(batch, q_max, dtype=torch.long, device=device)  # [B, Q]
     offsets = torch.zeros(batch, q_max, dtype=torch.long, device=device)  # [B, Q]
@@ -156,4 +139,28 @@ def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
         offsets[b, :q] = layout.offsets
         visible[b, :q, :q] = layout.visible
         real[b, :q] = True
-    return BatchLayout(layouts, input_ids, offsets, visible, real)
+    return BatchLayout(layouts, input_ids, offsets, visible, real, kept, lookup)
+
+
+def step_visibility(batch: BatchLayout, cache_visible: torch.Tensor | None) -> torch.Tensor:
+    """[B, Q, C + Q] bool: what each step token may attend to over [cache | step]. cache_visible: [B, C] (each row's
+    valid cache slots); dummy tokens see no cache slot."""
+    prefix = cache_visible.unsqueeze(1).expand(-1, batch.size, -1)  # [B, Q, C]
+    if batch.real is not None:
+        prefix = prefix & batch.real.unsqueeze(2)
+    return torch.cat([prefix, batch.visible], dim=2)
+
+
+def additive_mask(batch: BatchLayout, past: int, cache_visible: torch.Tensor | None,
+                  dtype: torch.dtype) -> torch.Tensor:
+    """[B, 1, Q, past + Q] additive float mask (0 = attend, dtype min = blocked) of a step over `past` cached slots;
+    cache_visible: [B, past] bool, or None when every row sees every slot."""
+    blocked = torch.finfo(dtype).min
+    if cache_visible is None:
+        rows, q, _ = batch.visible.shape
+        mask = torch.zeros(rows, q, past + q, dtype=dtype, device=batch.visible.device)
+        mask[:, :, past:].masked_fill_(~batch.visible, blocked)
+    else:
+        allowed = step_visibility(batch, cache_visible)  # [B, Q, past + Q]
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, blocked)
+    return mask.unsqueeze(1)

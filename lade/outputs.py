@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerateEncoderDecoderOutput
 
+from .device import synchronize
+
 
 @dataclass
 class LookaheadStats:
@@ -47,8 +49,7 @@ class LookaheadStats:
     def timed_forward(self, device: torch.device):
         start = time.perf_counter()
         yield
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(device)
         self.forward_time_s += time.perf_counter() - start
 
     def to_dict(self) -> dict:
@@ -68,3 +69,4 @@ class LookaheadDecoderOnlyOutput(GenerateDecoderOnlyOutput):
 @dataclass
 class LookaheadEncoderDecoderOutput(GenerateEncoderDecoderOutput):
     lookahead_stats: LookaheadStats | None = None
+    row_stats: list[LookaheadStats] | None = None

@@ -1,8 +1,7 @@
-"""Repository paths used by the notebooks: results, figures, published numbers, the GPU table.
+"""Where lade keeps what it writes: the cache directory (latency profiles, prepared models).
 
-Results and figures can be redirected (tests write to a temporary folder) with the environment variables
-LADE_RESULTS_DIR and LADE_FIGURES_DIR; a quick (smoke) run writes into a `quick/` subfolder of each so that
-it never overwrites the results and figures of a full run.
+`$LADE_CACHE` if set, else `<source checkout>/.cache` when lade runs from a source checkout, else
+`~/.cache/lade`. The research harness (lade.lab) places its results and figures relative to SOURCE_ROOT.
 """
 
 from __future__ import annotations
@@ -10,32 +9,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PUBLISHED_DIR = REPO / "data" / "published"
-GPUS_CSV = REPO / "data" / "gpus.csv"
+SOURCE_ROOT = Path(__file__).resolve().parents[1]  # the repository root of a source checkout
 
 
-def _dir(env: str, default: Path, quick: bool) -> Path:
-    base = Path(os.environ[env]).expanduser() if os.environ.get(env) else default
-    path = base / "quick" if quick else base
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def is_source_checkout() -> bool:
+    return (SOURCE_ROOT / "pyproject.toml").exists()
 
 
-def results_dir(quick: bool = False) -> Path:
-    """`$LADE_RESULTS_DIR` or `<repo>/data/results` (`quick/` inside it for quick runs); created if missing."""
-    return _dir("LADE_RESULTS_DIR", REPO / "data" / "results", quick)
-
-
-def figures_dir(quick: bool = False) -> Path:
-    """`$LADE_FIGURES_DIR` or `<repo>/figures` (`quick/` inside it for quick runs); created if missing."""
-    return _dir("LADE_FIGURES_DIR", REPO / "figures", quick)
-
-
-def published(name: str) -> Path:
-    """data/published/<name>.csv; a clear error naming the available tables if it is missing."""
-    path = PUBLISHED_DIR / f"{name}.csv"
-    if not path.exists():
-        have = sorted(p.stem for p in PUBLISHED_DIR.glob("*.csv"))
-        raise FileNotFoundError(f"no published table {path}; available: {have}")
-    return path
+def cache_dir() -> Path:
+    """`$LADE_CACHE`, else `<repo>/.cache` for a source checkout, else `~/.cache/lade` (not created here)."""
+    if os.environ.get("LADE_CACHE"):
+        return Path(os.environ["LADE_CACHE"]).expanduser()
+    return SOURCE_ROOT / ".cache" if is_source_checkout() else Path.home() / ".cache" / "lade"

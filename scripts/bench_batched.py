@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 import lade
-from lade.batched import left_pad
-from lade.data import encode_chat, load_prompts
-from lade.models import load_model
+from lade import left_pad
+from lade.lab.prompts import encode_chat, load_prompts
+from lade.lab.models import load_model
 
 
 def timed(fn):

@@ -39,9 +39,9 @@ fi
 
 # the Jupyter kernel "lade" for this .venv (notebooks and their tests run in it)
 quiet .venv/bin/python -m ipykernel install --sys-prefix --name lade --display-name "Python (lade)"
-.venv/bin/python -m lade.data verify | sed 's/^/[setup] /'
+.venv/bin/python -m lade.lab.prompts verify | sed 's/^/[setup] /'
 if [[ $prepare_model == 1 ]]; then
     start=$SECONDS
-    quiet .venv/bin/python -m lade.models prepare
+    quiet .venv/bin/python -m lade.lab.models prepare
     echo "[setup] embedded model ready ($((SECONDS - start)) s)"
 fi

@@ -10,7 +10,7 @@ import lade
 from lade.attention import choose_attention
 from lade.attention.interface import flex_attention_forward, split_attention_forward
 from lade.attention.kernels import split_attention
-from lade.layout import build_layout
+from lade.layout import build_layout, stack_layouts
 from lade.model_call import ModelCall
 from lade.tree import TokenTree
 from tiny_models import random_prompt, tiny_model
@@ -110,10 +110,10 @@ def test_no_mask_means_causal_with_or_without_cache():
 def test_functions_refuse_what_they_do_not_compute():
     module = nn.Module().eval()
     query, key, value = _qkv(3, 4, 2, 2, torch.float32, seed=0)
-    full = torch.ones(1, 1, 3, 7, dtype=torch.bool)  # a [q, past + q] mask: not what these paths take
+    wrong = torch.ones(1, 1, 3, 5, dtype=torch.bool)  # neither [q, q] nor [q, past + q]
     for forward in (split_attention_forward, flex_attention_forward):
-        with pytest.raises(ValueError, match=r"bool \[1, 1, 3, 3\]"):
-            forward(module, query, key, value, full)
+        with pytest.raises(ValueError, match=r"bool \[1, 1, 3, 3\] or \[1, 1, 3, 7\]"):
+            forward(module, query, key, value, wrong)
         with pytest.raises(ValueError, match="softcap"):
             forward(module, query, key, value, None, softcap=30.0)
         with pytest.raises(ValueError, match="eval"):
@@ -163,17 +163,18 @@ def test_implementation_restored_when_a_forward_raises():
     model, _ = _flash_configured("qwen2")
     call = ModelCall(model, None, "split")
     with pytest.raises(ValueError, match="lade_split"):
-        call._run(torch.tensor([[3, 4]]), torch.tensor([[0, 1]]), torch.ones(1, 1, 2, 9, dtype=torch.bool))
+        call._logits(torch.tensor([[3, 4]]), torch.tensor([[0, 1]]), torch.ones(1, 1, 2, 9, dtype=torch.bool), None)
     assert model.config._attn_implementation == "flash_attention_2"
 
 
 def test_split_hands_the_model_only_the_step_block():
-    """The mask argument of a split step is [1, 1, q, q], never [1, 1, q, past + q]; the registered function
-    rejects any other shape, so the exact decoding above also proves transformers passed the block through."""
+    """The mask argument of a split step is the [1, 1, q, q] block when the whole cache is visible, never
+    [1, 1, q, past + q]; the registered function rejects any other shape, so the exact decoding above also proves
+    transformers passed the block through."""
     model = tiny_model("llama", "sdpa")
-    layout = build_layout(5, torch.tensor([[7, 8, 9]]), TokenTree([(1, 2)]), CPU)
+    batch = stack_layouts([build_layout(5, torch.tensor([[7, 8, 9]]), TokenTree([(1, 2)]), CPU)])
     for name, shape in (("split", (1, 1, 6, 6)), ("flex", (1, 1, 6, 6)), ("mask", (1, 1, 6, 506))):
-        assert tuple(ModelCall(model, None, name).attention.step_mask(layout, 500, model.dtype).shape) == shape
+        assert tuple(ModelCall(model, None, name).attention.step_mask(batch, 500, None, model.dtype).shape) == shape
 
 
 def test_models_outside_the_attention_interface_get_a_clear_error():

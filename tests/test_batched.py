@@ -7,9 +7,9 @@ from transformers.cache_utils import DynamicCache
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 import lade
-from lade.batched import left_pad as left_pad_with
-from lade.cache import compact_rows
-from lade.layout import build_layout, stack_layouts
+from lade import left_pad as left_pad_with
+from lade.cache import compact
+from lade.layout import additive_mask, build_layout, stack_layouts
 from lade.tree import TokenTree
 from distribution import decoder_only, first_two_pvalues
 from tiny_models import COMMON, random_prompt, tiny_model
@@ -158,7 +158,7 @@ def test_batch_refusals_say_what_to_change(change, message):
         lade.generate(model, ids, CONFIGS[0], attention_mask=mask, **kw)
 
 
-def test_compact_rows_moves_each_rows_accepted_slots():
+def test_compact_moves_each_rows_accepted_slots():
     """Against a per-row loop: row b's kept step slots land right after its own tokens; the cache is cropped
     after the longest row."""
     cache = DynamicCache()
@@ -167,7 +167,7 @@ def test_compact_rows_moves_each_rows_accepted_slots():
     values = torch.randn(3, 2, past + q, 4)
     cache.update(keys.clone(), values.clone(), 0)
     starts, keep = [6, 3, 5], [[0, 2], [0], [0, 1, 4]]
-    compact_rows(cache, past, starts, keep)
+    compact(cache, past, starts, keep)
     assert cache.layers[0].keys.shape[-2] == max(s + len(k) for s, k in zip(starts, keep))
     for b, (s, ks) in enumerate(zip(starts, keep)):
         for i, k in enumerate(ks):
@@ -185,7 +185,7 @@ def test_stacked_layouts_pad_with_self_only_dummies():
     assert torch.equal(batch.visible[1], large.visible)
     assert torch.equal(batch.visible[0, : small.size, : small.size], small.visible)
     assert batch.input_ids[0, small.size :].tolist() == [5, 5, 5]
-    mask = batch.additive_mask(torch.tensor([[False, True], [True, True]]), torch.float32)  # [2, 1, Q, 2 + Q]
+    mask = additive_mask(batch, 2, torch.tensor([[False, True], [True, True]]), torch.float32)  # [2, 1, Q, 2 + Q]
     allowed = mask[:, 0] == 0
     assert allowed[0, small.size :].sum(-1).tolist() == [1, 1, 1]
     assert allowed[0, : small.size, :2].tolist() == [[False, True]] * small.size

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import lade
-from lade.bench import ROW_COLUMNS, Method, load_results, main, parse_config, run_benchmark, save_results, summarize
-from lade.models import load_model
+from lade.lab.bench import ROW_COLUMNS, Method, main, parse_config, run_benchmark, summarize
+from lade.lab.results import load_results, save_results
+from lade.lab.models import load_model
 from tiny_hub import save_tiny_chat_model
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import lade
-from lade.cost import (LatencyProfile, choose_config, latency_profile, predict, predicted_speedup, prior_table,
-                       roofline_latency, step_latency)
+from lade.cost import LatencyProfile, choose_config, latency_profile, predict, prior_table, step_latency
+from lade.lab.gpu_model import predicted_speedup, roofline_latency
 from tiny_models import random_prompt, tiny_model
 
 # config key -> (compression, tokens fed per step, share of one-token steps)
@@ -110,6 +110,6 @@ def test_auto_end_to_end(tmp_path, monkeypatch):
     files = list((tmp_path / "cost").glob("latency-*.json"))
     assert len(files) == 1
     assert latency_profile(model) == profile == LatencyProfile.from_json(files[0].read_text())  # from the cache
-    assert isinstance(lade.LookaheadConfig.auto(model), lade.LookaheadConfig)
+    assert isinstance(lade.auto_config(model), lade.LookaheadConfig)
     with pytest.raises(ValueError, match="'auto'"):
         lade.generate(model, ids, "fast", **kw)

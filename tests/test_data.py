@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lade.data import PROMPT_DIR, DatasetUnavailableError, load_prompts, verify_frozen
+from lade.lab.prompts import PROMPT_DIR, DatasetUnavailableError, load_prompts, verify_frozen
 
 MANIFEST = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
 

@@ -20,7 +20,7 @@ from lade.distributed.shard import own_candidates, own_columns, shard_layout
 from lade.layout import build_layout
 from lade.model_call import ModelCall
 from lade.tree import TokenTree
-from tiny_models import random_prompt, tiny_model
+from tiny_models import forward_all_rows, random_prompt, tiny_model
 
 TESTS = Path(__file__).parent
 WORKER = str(TESTS / "dist_worker.py")
@@ -100,14 +100,14 @@ def test_shard_rows_equal_single_process_rows():
     full_call = ModelCall(model, DynamicCache(config=model.config))
     full_call.prefill(ids[:, :-1])
     full = build_layout(root, window, TokenTree(candidates), ids.device)
-    full_logits = full_call.step(full, ids.shape[1] - 1, all_rows=True)  # [q, V]
+    full_logits = forward_all_rows(full_call, full, ids.shape[1] - 1)  # [q, V]
     for rank in (0, 1):
         call = ModelCall(model, DynamicCache(config=model.config))
         call.prefill(ids[:, :-3])
         columns = own_columns(5, rank, 2)
         tree = TokenTree(own_candidates(candidates, rank, 2))
         shard = shard_layout(ids[0, -3:].tolist(), window, columns, tree, ids.device)
-        logits = call.step(shard.layout, ids.shape[1] - 3, all_rows=True)  # [q_rank, V]
+        logits = forward_all_rows(call, shard, ids.shape[1] - 3)  # [q_rank, V]
         torch.testing.assert_close(logits[shard.root_row], full_logits[0], atol=1e-5, rtol=1e-5)
         top_level = full_logits[[1 + 5 + j for j in columns]]  # level 1 of the full [2, 5] window
         torch.testing.assert_close(logits[shard.top_rows], top_level, atol=1e-5, rtol=1e-5)

@@ -14,7 +14,7 @@ from lade.encoder_decoder import EncoderDecoderCall
 from lade.layout import build_layout
 from lade.tree import TokenTree
 from distribution import first_two_pvalues
-from tiny_models import random_prompt
+from tiny_models import forward_all_rows, random_prompt
 from tiny_seq2seq import FAMILIES, tiny_seq2seq
 
 CONFIGS = [
@@ -69,7 +69,7 @@ def step_error(model, seed: int) -> float:
     a, b, c = torch.randint(3, 96, (3,), generator=g).tolist()
     layout = build_layout(int(prefix[0, -1]), window, TokenTree([(a, b, c), (a, c), (b, a)]), ids.device)
     with torch.no_grad():
-        logits = call.step(layout, prefix.shape[1] - 1, all_rows=True)  # [q, V]
+        logits = forward_all_rows(call, layout, prefix.shape[1] - 1)  # [q, V]
         error = 0.0
         for row in range(layout.size):
             seen = layout.input_ids[0, layout.visible[row]]  # the step tokens row sees, in order

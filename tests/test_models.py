@@ -6,8 +6,8 @@ import zipfile
 import pytest
 import torch
 
-from lade.data import encode_chat
-from lade.models import (GGUF_MEMBER, MARKER, ModelNotFoundError, _extract_gguf, load_model,
+from lade.lab.prompts import encode_chat
+from lade.lab.models import (GGUF_MEMBER, MARKER, ModelNotFoundError, _extract_gguf, load_model,
                          prepare_embedded_model, verify_embedded_model)
 
 pytestmark = pytest.mark.slow

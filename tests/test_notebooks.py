@@ -15,9 +15,9 @@ import pytest
 
 papermill = pytest.importorskip("papermill")
 
-from lade.bench import ROW_COLUMNS, load_results  # noqa: E402
-from lade.experiments import RESULT_SCHEMAS, load_table  # noqa: E402
-from lade.paths import REPO  # noqa: E402
+from lade.lab.results import load_results  # noqa: E402
+from lade.lab.experiments import RESULT_SCHEMAS  # noqa: E402
+from lade.lab.paths import REPO  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {  # notebook -> figures it must write
@@ -107,8 +107,7 @@ def test_notebook_outputs(executed, name):
         assert replotted > stamps[name][figure], f"{figure} was not re-plotted with recompute=False"
     for result in RESULTS[name]:
         path = out / "results" / "quick" / result
-        is_bench_rows = RESULT_SCHEMAS[result] == tuple(ROW_COLUMNS)  # run_benchmark's rows, else a plain table
-        df = load_results(path) if is_bench_rows else load_table(path)
+        df = load_results(path)
         assert len(df) > 0, result
         missing = set(RESULT_SCHEMAS[result]) - set(df.columns)
         assert not missing, f"{result} lacks columns {missing}"

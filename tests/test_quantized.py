@@ -10,7 +10,7 @@ from transformers import AwqConfig, BitsAndBytesConfig
 
 import lade
 from lade import quantization
-from lade.models import load_model
+from lade.lab.models import load_model
 from distribution import decoder_only, first_two_pvalues
 from quantized_models import SIZES, load_quantized, save_tiny, save_tiny_awq
 from tiny_models import random_prompt, tiny_model

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import lade
-from lade.data import encode_chat, load_prompts
-from lade.models import load_model
+from lade.lab.prompts import encode_chat, load_prompts
+from lade.lab.models import load_model
 
 pytestmark = pytest.mark.slow
 

@@ -82,14 +82,15 @@ class ReplayCall(ModelCall):
 
     memo: dict = {}
 
-    def _run(self, input_ids, position_ids, attention_mask, rows=None):
+    def _forward(self, input_ids, position_ids, attention_mask, **kwargs):
         layers = self.cache.layers if self.cache.get_seq_length() else []
+        rows = kwargs.get("logits_to_keep")
         key = (b"".join(layer.keys.numpy().tobytes() for layer in layers), input_ids.numpy().tobytes(),
                position_ids.numpy().tobytes(), None if attention_mask is None else attention_mask.numpy().tobytes(),
-               None if rows is None else rows.numpy().tobytes())
+               rows.numpy().tobytes() if isinstance(rows, torch.Tensor) else rows)
         if key not in self.memo:
             past = self.cache.get_seq_length()
-            logits = super()._run(input_ids, position_ids, attention_mask, rows)
+            logits = super()._forward(input_ids, position_ids, attention_mask, **kwargs)
             kv = [(layer.keys[:, :, past:].clone(), layer.values[:, :, past:].clone()) for layer in self.cache.layers]
             self.memo[key] = (logits, kv)
             return logits

@@ -6,10 +6,10 @@ from transformers.cache_utils import DynamicCache
 
 from lade.cache import compact
 from lade.config import LookaheadConfig
-from lade.layout import build_layout
-from lade.pool import NGramPool
+from lade.layout import additive_mask, build_layout, stack_layouts
+from lade.drafters import NGramPool
 from lade.tree import TokenTree
-from lade.window import LookaheadWindow
+from lade.drafters import LookaheadWindow
 from tiny_models import tiny_model
 
 
@@ -124,8 +124,9 @@ def test_step_logits_equal_plain_forwards_of_each_context():
             past = prefix.shape[1] - 1
             model(prefix[:, :-1], cache=cache, use_cache=True)
             layout = build_layout(int(prefix[0, -1]), window, tree, torch.device("cpu"))
-            logits = model(layout.input_ids, position_ids=layout.position_ids(past),
-                           attention_mask=layout.additive_mask(past, model.dtype), cache=cache).logits[0]
+            logits = model(layout.input_ids, position_ids=(layout.offsets + past)[None],
+                           attention_mask=additive_mask(stack_layouts([layout]), past, None, model.dtype),
+                           cache=cache).logits[0]
             tokens = layout.input_ids[0]
             for row, ctx in enumerate(_slow_contexts(2, 3, tree)):
                 seq = torch.cat([prefix[0, :-1], tokens[ctx]]).unsqueeze(0)
@@ -143,10 +144,10 @@ def test_compaction_equals_cache_of_the_accepted_sequence():
     model(prefix[:, :-1], cache=cache, use_cache=True)
     past = prefix.shape[1] - 1
     layout = build_layout(int(prefix[0, -1]), window, tree, torch.device("cpu"))
-    model(layout.input_ids, position_ids=layout.position_ids(past),
-          attention_mask=layout.additive_mask(past, model.dtype), cache=cache, use_cache=True)
+    model(layout.input_ids, position_ids=(layout.offsets + past)[None],
+          attention_mask=additive_mask(stack_layouts([layout]), past, None, model.dtype), cache=cache, use_cache=True)
     path = [tree.child(-1, 11), tree.child(tree.child(-1, 11), 14)]  # accept 11, 14
-    compact(cache, past, [0] + [layout.tree_start + n for n in path])
+    compact(cache, past, [past], [[0] + [layout.tree_start + n for n in path]])
     reference = DynamicCache(config=model.config)
     model(torch.cat([prefix, torch.tensor([[11, 14]])], dim=1), cache=reference, use_cache=True)
     assert cache.get_seq_length() == reference.get_seq_length() == past + 3

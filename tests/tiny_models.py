@@ -40,3 +40,12 @@ def random_prompt(seed: int, length: int = 24, repeat: bool = True) -> torch.Ten
         span = length // 4
         ids[-span:] = ids[:span]
     return ids.unsqueeze(0)
+
+
+def forward_all_rows(call, layout, past: int) -> torch.Tensor:
+    """Logits of every row [q, V] of one step `layout` after `past` cached tokens, through `call` (a lade ModelCall)."""
+    from lade.layout import stack_layouts
+
+    batch = stack_layouts([layout])
+    mask = call.attention.step_mask(batch, past, None, call.model.dtype)
+    return call._logits(batch.input_ids, batch.position_ids(torch.tensor([past])), mask, None)[0]

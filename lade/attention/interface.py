@@ -2,8 +2,9 @@
 fn(module, query [B, H, q, D], key [B, Hkv, past+q, D], value, attention_mask, scaling=, dropout=, **kwargs)
 -> (attn_output [B, q, H, Dv], attn_weights=None).
 
-Both take the step's in-step visibility as attention_mask, a small bool [1, 1, q, q] block (None: causal); the
-cache prefix (the first past = key length - q keys) is visible to every query and needs no mask.
+Both take a bool attention_mask: the in-step block [B, 1, q, q] when every query sees the whole cache prefix (the
+first past = key length - q keys), or the full [B, 1, q, past + q] visibility (left padding, batch rows holding
+fewer tokens); None means causal.
 "lade_split": the prefix through a fused kernel, the block in plain torch, merged by log-sum-exp.
 "lade_flex": one FlexAttention call with a BlockMask built from the block.
 Registered once on import (transformers' public extension point; nothing is patched).
@@ -42,29 +43,37 @@ def split_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
     if attention_mask is None and key.shape[2] == q:
         out = causal_attention(query, key, value, scale)  # [B, H, q, Dv]
     else:
-        out = split_attention(query, key, value, _visible_block(SPLIT, attention_mask, q, query.device), scale)
+        prefix, block = _visibility(SPLIT, attention_mask, query.shape[0], q, key.shape[2], query.device)
+        out = split_attention(query, key, value, block, scale, prefix_visible=prefix)
     return out.transpose(1, 2).contiguous(), None
 
 
-def _visible_block(name: str, mask: torch.Tensor | None, q: int, device: torch.device) -> torch.Tensor:
-    """The step block's [q, q] bool visibility from the mask handed to the model (None: causal)."""
+def _visibility(name: str, mask: torch.Tensor | None, batch: int, q: int, kv: int,
+                device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(prefix visibility [B, q, kv - q] or None when all of it is visible, in-step block [B, q, q]) from the bool
+    mask handed to the model (None: causal block)."""
     if mask is None:
-        return torch.ones(q, q, dtype=torch.bool, device=device).tril()
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (1, 1, q, q):
+        return None, torch.ones(q, q, dtype=torch.bool, device=device).tril().expand(batch, q, q)
+    shapes = {(b, 1, q, q) for b in (1, batch)} | {(b, 1, q, kv) for b in (1, batch)}
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) not in shapes:
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise ValueError(
-            f"attention '{name}' expects the in-step block as a bool [1, 1, {q}, {q}] mask, got {shape}; "
+            f"attention '{name}' expects a bool [{batch}, 1, {q}, {q}] or [{batch}, 1, {q}, {kv}] mask, got {shape}; "
             "it is meant to be driven by lade (LookaheadConfig(attention='split' or 'flex'))"
         )
-    return mask[0, 0]
+    mask = mask[:, 0].expand(batch, q, mask.shape[-1])  # [B, q, q or kv]
+    if mask.shape[-1] == q:
+        return None, mask
+    return mask[..., : kv - q], mask[..., kv - q :]
 
 
 def flex_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                            attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                            **kwargs) -> tuple[torch.Tensor, None]:
     _check_plain(FLEX, dropout, kwargs)
-    q = query.shape[2]
-    block_mask = tree_block_mask(_visible_block(FLEX, attention_mask, q, query.device), key.shape[2] - q)
+    q, kv = query.shape[2], key.shape[2]
+    prefix, block = _visibility(FLEX, attention_mask, query.shape[0], q, kv, query.device)
+    block_mask = tree_block_mask(block, kv - q, prefix)
     out = flex_kernel(query.device.type)(query, key, value, block_mask=block_mask, scale=scaling,
                                          enable_gqa=query.shape[1] != key.shape[1])  # [B, H, q, Dv]
     return out.transpose(1, 2).contiguous(), None

@@ -75,7 +75,7 @@ def prefix_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
 def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, visible: torch.Tensor,
                     scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention of the step's queries over the step's own keys under `visible` [q, q] bool, in fp32.
+    """Attention of the step's queries over the step's own keys under `visible` [q, q] or [B, q, q] bool, in fp32.
 
     Every row must see at least one column (each step token sees itself), so every lse is finite.
     """
@@ -83,6 +83,8 @@ def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     kv_heads = key.shape[1]
     grouped = query.float().reshape(b, kv_heads, h // kv_heads, q, d)  # [B, Hkv, r, q, D]
     scores = grouped @ key.float().transpose(-1, -2).unsqueeze(2) * scale  # [B, Hkv, r, q, q]
+    if visible.dim() == 3:
+        visible = visible[:, None, None]  # [B, 1, 1, q, q]
     scores = scores.masked_fill(~visible, float("-inf"))
     lse = scores.logsumexp(-1)  # [B, Hkv, r, q]
     out = torch.softmax(scores, -1) @ value.float().unsqueeze(2)  # [B, Hkv, r, q, Dv]
@@ -107,12 +109,24 @@ def causal_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         query, key, value, is_causal=True, scale=scale, enable_gqa=query.shape[1] != key.shape[1])
 
 
+def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, visible: torch.Tensor,
+                     scale: float) -> torch.Tensor:
+    """One masked softmax over all keys: visible [B, q, k] bool (every row sees a key) -> [B, H, q, Dv]."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=visible.unsqueeze(1), scale=scale, enable_gqa=query.shape[1] != key.shape[1])
+
+
 def split_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, visible: torch.Tensor,
-                    scale: float, kernel: str | None = None) -> torch.Tensor:
-    """Attention of a step's q queries over [cache prefix | step block]: the prefix fully visible, the
-    block under `visible` [q, q] -> [B, H, q, Dv] in the query's dtype."""
+                    scale: float, kernel: str | None = None, prefix_visible: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention of a step's q queries over [cache prefix | step block]: the prefix fully visible (through a fused
+    kernel with no mask), the block under `visible` [q, q] or [B, q, q] -> [B, H, q, Dv] in the query's dtype.
+    With `prefix_visible` [B, q, past] (left padding, batch rows holding fewer tokens) the prefix needs a mask, and
+    the whole attention is one masked softmax instead."""
     q = query.shape[2]
     past = key.shape[2] - q
+    if prefix_visible is not None and past > 0:
+        block = visible.expand(query.shape[0], q, q)
+        return masked_attention(query, key, value, torch.cat([prefix_visible, block], dim=-1), scale)
     out, lse = block_attention(query, key[:, :, past:], value[:, :, past:], visible, scale)
     if past > 0:
         out_p, lse_p = prefix_attention(query, key[:, :, :past], value[:, :, :past], scale, kernel)

@@ -1,9 +1,10 @@
 """Attention paths: how one lookahead forward computes its tree attention, chosen per model and device.
 
-"mask":  the 4-D additive mask [1, 1, q, past+q] through the model's own eager/sdpa attention.
-"split": lade_split: the cache prefix through a fused kernel with no mask, the in-step block under the tree
-         mask ([1, 1, q, q], handed to the model as its attention mask), merged by log-sum-exp.
-"flex":  lade_flex: FlexAttention with a BlockMask over [q, past+q] (built from the same [1, 1, q, q] block).
+"mask":  the 4-D additive mask [B, 1, q, past+q] through the model's own eager/sdpa attention.
+"split": lade_split: the cache prefix through a fused kernel, the in-step block under the tree mask, merged by
+         log-sum-exp. The model gets the block [B, 1, q, q] as its mask when every row sees the whole cache, else
+         the full [B, 1, q, past+q] bool mask (left padding, rows of a batch that hold fewer tokens).
+"flex":  lade_flex: FlexAttention with a BlockMask over [q, past+q], built from the same bool mask.
 "auto":  split for flash-attention models (their kernels take no tree mask), flex for flex_attention models on
          CUDA, mask for eager/sdpa models, split for any other implementation.
 The custom paths switch the model's attention implementation for the duration of each forward only.
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 import torch
 from transformers import PreTrainedModel
 
-from ..layout import StepLayout
+from ..layout import BatchLayout, additive_mask, step_visibility
 from .interface import FLEX, SPLIT
 
 MASK_ATTENTION = ("eager", "sdpa")
@@ -41,13 +42,21 @@ class AttentionPath:
     def active(self) -> Iterator[None]:
         yield
 
-    def step_mask(self, layout: StepLayout, past: int, dtype: torch.dtype) -> torch.Tensor:
-        return layout.additive_mask(past, dtype)  # [1, 1, q, past + q]
+    def step_mask(self, batch: BatchLayout, past: int, cache_visible: torch.Tensor | None,
+                  dtype: torch.dtype) -> torch.Tensor:
+        """cache_visible: [B, past] bool, or None when every row sees the whole cache -> [B, 1, Q, past + Q] additive
+        float mask (0 = attend, dtype min = blocked)."""
+        return additive_mask(batch, past, cache_visible, dtype)
+
+    def prefill_mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The mask for a prefill of left-padded prompts: the 2-D padding mask the model expands itself."""
+        return attention_mask
 
 
 class _SwitchedPath(AttentionPath):
     """A path run under one of lade's registered attention functions, switched in for each forward and always
-    restored. The model gets only the step's [1, 1, q, q] block as its mask (the prefill: None, i.e. causal)."""
+    restored. The model gets a bool mask: the step's [B, 1, q, q] block where the whole cache is visible, else
+    [B, 1, q, past + q] (the prefill: None, i.e. causal, without padding)."""
 
     implementation = ""
 
@@ -72,8 +81,20 @@ class _SwitchedPath(AttentionPath):
             for config, implementation in saved:
                 config._attn_implementation_internal = implementation
 
-    def step_mask(self, layout: StepLayout, past: int, dtype: torch.dtype) -> torch.Tensor:
-        return layout.visible[None, None]  # [1, 1, q, q] bool: the in-step block only
+    def step_mask(self, batch: BatchLayout, past: int, cache_visible: torch.Tensor | None,
+                  dtype: torch.dtype) -> torch.Tensor:
+        if cache_visible is None:
+            return batch.visible.unsqueeze(1)  # [B, 1, Q, Q] bool: the in-step block only
+        return step_visibility(batch, cache_visible).unsqueeze(1)  # [B, 1, Q, past + Q] bool
+
+    def prefill_mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """None (causal) without padding, else [B, 1, P, P] bool: causal over real tokens (a padding slot sees itself)."""
+        if attention_mask is None:
+            return None
+        p = attention_mask.shape[1]
+        causal = torch.ones(p, p, dtype=torch.bool, device=attention_mask.device).tril()  # [P, P]
+        allowed = causal & attention_mask.bool()[:, None, :]  # [B, P, P]
+        return (allowed | torch.eye(p, dtype=torch.bool, device=attention_mask.device)).unsqueeze(1)
 
 
 class SplitPath(_SwitchedPath):

@@ -4,27 +4,50 @@ step's window columns and verification candidates (arXiv 2402.02057, section "lo
 Launch with `torchrun --nproc_per_node R script.py`; in the script call
 `torch.distributed.init_process_group("gloo" | "nccl", timeout=...)`, then `lade.distributed.generate(...)`
 on every rank with the same model, prompt and settings. Greedy, or sampling (lossless; rank 0 draws, and the
-output equals single-process lade's with the same `LookaheadConfig(sampling_seed=...)`).
+output equals single-process lade's with the same `LookaheadConfig(sampling_seed=...)`). One prompt at a time,
+left padding allowed. Under NCCL, load the model on `cuda:LOCAL_RANK` in every rank.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import GenerationConfig
+from transformers.generation.logits_process import LogitsProcessorList
+from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from ..api import generate_with
 from ..config import LookaheadConfig
-from .bench import compression_vs_ranks
-from .loop import ParallelStats, parallel_generate
+from ..decoding import generate_rows
+from .exchange import PeerFailure
+from .strategy import ParallelStats, ParallelStrategy
 
 
-def generate(model, input_ids: torch.LongTensor, lookahead_config: LookaheadConfig | dict | None = None,
-             attention_mask: torch.Tensor | None = None, generation_config: GenerationConfig | None = None,
-             return_stats: bool = False, **generation_kwargs):
+def generate(model, input_ids: torch.LongTensor | None = None,
+             lookahead_config: LookaheadConfig | dict | str | None = None, attention_mask: torch.Tensor | None = None,
+             generation_config: GenerationConfig | None = None, return_stats: bool = False, **generation_kwargs):
     """`lade.generate`'s signature and outputs, decoded by all ranks of the default process group together;
     every rank returns the same sequence (with return_stats, its own ParallelStats)."""
     return generate_with(parallel_generate, model, input_ids, lookahead_config, attention_mask, generation_config,
                          return_stats, **generation_kwargs)
 
 
-__all__ = ["ParallelStats", "compression_vs_ranks", "generate", "parallel_generate"]
+def parallel_generate(
+    model,
+    input_ids: torch.LongTensor,  # [1, P], the same on every rank
+    logits_processor: LogitsProcessorList,
+    stopping_criteria: StoppingCriteriaList,
+    generation_config: GenerationConfig,
+    synced_gpus: bool = False,
+    streamer=None,
+    lookahead_config: LookaheadConfig | dict | str | None = None,
+    lookahead_streamer=None,
+    **model_kwargs,
+):
+    """transformers `custom_generate` entry point of lookahead parallelism (lade's loop under ParallelStrategy)."""
+    strategy = ParallelStrategy(model, input_ids, generation_config, logits_processor,
+                                model_kwargs.get("attention_mask"), lookahead_config)
+    return generate_rows(strategy, model, input_ids, logits_processor, stopping_criteria, generation_config,
+                         synced_gpus, streamer, lookahead_config, lookahead_streamer, None, model_kwargs)
+
+
+__all__ = ["ParallelStats", "ParallelStrategy", "PeerFailure", "generate", "parallel_generate"]

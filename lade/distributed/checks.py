@@ -24,11 +24,18 @@ def require_group() -> tuple[int, int]:
 
 
 def check_shardable(config: LookaheadConfig, world: int) -> None:
-    if config.window_size < world:
+    """Each rank needs a window column of its own (a pool-only or disabled config has no window to share)."""
+    if config.enabled and 0 < config.window_size < world:
         raise ValueError(
             f"window_size={config.window_size} cannot be sharded across {world} ranks (each rank needs at least one "
             f"window column): set window_size >= {world} (e.g. {world} * columns per rank) or launch fewer ranks"
         )
+
+
+def check_parallel_inputs(input_ids: torch.Tensor) -> None:
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"lade.distributed decodes one prompt at a time (got a batch of {input_ids.shape[0]}): loop "
+                         "over the prompts, or use lade.generate for batches in one process")
 
 
 def check_parallel_generation(gen: GenerationConfig, config: LookaheadConfig) -> None:
@@ -47,32 +54,41 @@ def check_parallel_generation(gen: GenerationConfig, config: LookaheadConfig) ->
         raise ValueError("max_time would stop ranks at different steps; use max_new_tokens with lade.distributed")
 
 
-FINGERPRINT = ("world_size", "lookahead_config", "prompt_length", "prompt_ids", "max_length", "eos_token_id",
-               "logits_processors", "model_weights_sum")
+INPUT_FINGERPRINT = ("world_size", "lookahead_config", "prompt_length", "prompt_ids", "attention_mask", "max_length",
+                     "do_sample", "eos_token_id", "logits_processors", "model_weights_sum")
+CONFIG_FINGERPRINT = ("resolved_lookahead_config",)
 
 
-def fingerprint(model, input_ids: torch.Tensor, config: LookaheadConfig, gen: GenerationConfig,
-                processors: LogitsProcessorList, world: int) -> list[float]:
-    """Small numbers (named by FINGERPRINT) that must agree on every rank, all exact in float64."""
+def input_fingerprint(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, gen: GenerationConfig,
+                      processors: LogitsProcessorList, requested, world: int) -> dict[str, float]:
+    """Small numbers that must agree on every rank before decoding starts, all exact in float64 (requested: the
+    lookahead_config as given, e.g. "auto", before rank 0 resolves it)."""
     eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
-    weights = sum(float(p.detach().float().sum()) for p in model.parameters())
-    return [
-        world,
-        zlib.crc32(repr(config).encode()),
-        input_ids.shape[-1],
-        zlib.crc32(input_ids.detach().cpu().to(torch.int64).numpy().tobytes()),
-        gen.max_length or 0,
-        zlib.crc32(repr(eos).encode()),
-        zlib.crc32(repr([type(p).__name__ for p in processors]).encode()),
-        weights,
-    ]
+    mask = b"" if attention_mask is None else attention_mask.detach().cpu().to(torch.int64).numpy().tobytes()
+    return {
+        "world_size": world,
+        "lookahead_config": zlib.crc32(repr(requested).encode()),
+        "prompt_length": input_ids.shape[-1],
+        "prompt_ids": zlib.crc32(input_ids.detach().cpu().to(torch.int64).numpy().tobytes()),
+        "attention_mask": zlib.crc32(mask),
+        "max_length": gen.max_length or 0,
+        "do_sample": float(bool(gen.do_sample)),
+        "eos_token_id": zlib.crc32(repr(eos).encode()),
+        "logits_processors": zlib.crc32(repr([type(p).__name__ for p in processors]).encode()),
+        "model_weights_sum": sum(float(p.detach().float().sum()) for p in model.parameters()),
+    }
 
 
-def check_same_everywhere(values: list[float] | None, local_error: ValueError | None, device: torch.device) -> None:
-    """all_gather every rank's fingerprint (None where its own checks failed with `local_error`), so that all
-    ranks raise together: the failing ranks their own error, the others a ValueError naming them or naming
-    the fingerprint fields that differ."""
-    row = [0.0] * len(FINGERPRINT) if values is None else values
+def config_fingerprint(config: LookaheadConfig) -> dict[str, float]:
+    return {"resolved_lookahead_config": zlib.crc32(repr(config).encode())}
+
+
+def check_same_everywhere(values: dict[str, float] | None, local_error: Exception | None,
+                          names: tuple[str, ...], device: torch.device) -> None:
+    """all_gather every rank's `values` (named `names`; None where its own checks failed with `local_error`), so
+    that all ranks raise together: the failing ranks their own error, the others a ValueError naming them or naming
+    the values that differ."""
+    row = [0.0] * len(names) if values is None else [float(values[name]) for name in names]
     mine = torch.tensor([float(values is None), *row], dtype=torch.float64, device=device)  # [1 + F]
     parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, mine)
@@ -82,7 +98,7 @@ def check_same_everywhere(values: list[float] | None, local_error: ValueError | 
     refused = table[:, 0].nonzero().flatten().tolist()
     if refused:
         raise ValueError(f"rank(s) {refused} refused their inputs (see the error on those ranks); stopping here too")
-    differ = [(name, table[:, 1 + i].tolist()) for i, name in enumerate(FINGERPRINT)
+    differ = [(name, table[:, 1 + i].tolist()) for i, name in enumerate(names)
               if not bool((table[:, 1 + i] == table[0, 1 + i]).all())]
     if differ:
         detail = "; ".join(f"{name} per rank = {column}" for name, column in differ)

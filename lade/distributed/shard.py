@@ -13,7 +13,6 @@ verified on another rank): `pending` = [those tokens..., last accepted token].
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
@@ -29,24 +28,10 @@ def own_candidates(candidates: Sequence[Sequence[int]], rank: int, world: int) -
     return list(candidates[rank::world])
 
 
-@dataclass
-class ShardLayout:
-    """layout: ids, positions (relative to the first pending token) and mask of [pending | window share | tree],
-    for ModelCall.step; use this class's row indices (layout.tree_start assumes no pending prefix)."""
-
-    layout: StepLayout
-    root_row: int  # row of the last accepted token; rows before it are the other pending tokens
-    top_rows: list[int]  # rows whose argmax is the next window level of this rank's columns
-    tree_start: int  # first tree row
-
-    @property
-    def tree(self) -> TokenTree:
-        return self.layout.tree
-
-
 def shard_layout(pending: Sequence[int], window: torch.Tensor, columns: Sequence[int], tree: TokenTree,
-                 device: torch.device) -> ShardLayout:
-    """pending: tokens not in this rank's cache (last = root); window: [L, W] full levels; columns: own columns."""
+                 device: torch.device) -> StepLayout:
+    """pending: tokens not in this rank's cache (last = root); window: [L, W] full levels; columns: own columns.
+    -> this rank's layout [pending before the root | root | level 0 and own columns of later levels | tree]."""
     full = build_layout(pending[-1], window, tree, device)
     levels, width = window.shape
     own = set(columns)
@@ -63,5 +48,4 @@ def shard_layout(pending: Sequence[int], window: torch.Tensor, columns: Sequence
     input_ids = torch.cat([torch.tensor(list(pending[:-1]), dtype=torch.long, device=device),
                            full.input_ids[0, index]]).unsqueeze(0)  # [1, q]
     top_rows = [p + 1 + i for i, (l, j) in enumerate(cells) if l == levels - 1 and j in own]
-    layout = StepLayout(input_ids, offsets, visible, len(cells), 0, tree)  # rows are read through ShardLayout
-    return ShardLayout(layout, root_row=p, top_rows=top_rows, tree_start=p + 1 + len(cells))
+    return StepLayout(input_ids, offsets, visible, tree, root_row=p, top_rows=top_rows, tree_start=p + 1 + len(cells))

@@ -1,15 +1,12 @@
 """Experiment runners and analysis behind the notebooks (the notebooks only call these and plot).
 
-Results files (under `lade.paths.results_dir()`) and their required columns are listed in RESULT_SCHEMAS;
-every file has a `<file>.provenance.json` beside it (`lade.bench.save_results`).
+Results files (under `lade.lab.paths.results_dir()`) and their required columns are listed in RESULT_SCHEMAS;
+every file has a `<file>.provenance.json` beside it (`lade.lab.results.save_results`).
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,19 +14,18 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .api import generate as lade_generate
-from .bench import ROW_COLUMNS, ForwardTimer, Method, summarize
-from .config import LookaheadConfig
-from .data import encode_chat, load_prompts
-from .paths import GPUS_CSV, published
+from ..config import LookaheadConfig
+from .bench import ROW_COLUMNS, Method, summarize
+from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
+from .paths import published
+from .prompts import encode_chat, load_prompts
 from .provenance import provenance
+from .timing import timed_generate
 
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
                     "forward_calls", "compression", "speedup")
 DISTRIBUTION_COLUMNS = ("sampler", "sample", "position", "token", "text")
 LATENCY_COLUMNS = ("source", "gpu", "model", "q", "seconds", "relative")
-GPU_PREDICTION_COLUMNS = ("gpu", "model", "config", "compression", "step_tokens", "lat1_s", "latq_s", "speedup",
-                          "fits_memory")
 RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
     "mt_bench.jsonl": tuple(ROW_COLUMNS),
     "humaneval.jsonl": tuple(ROW_COLUMNS),
@@ -41,25 +37,6 @@ RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
     "sampling_distribution.csv": DISTRIBUTION_COLUMNS,
     "ablation.jsonl": tuple(ROW_COLUMNS),
 }
-
-# Llama-2 shapes for the roofline model: parameters, layers, attention width (heads x head dim).
-MODEL_SHAPES = {
-    "7B": dict(params=6.74e9, n_layers=32, kv_dim=4096),
-    "13B": dict(params=13.0e9, n_layers=40, kv_dim=5120),
-    "70B": dict(params=69.0e9, n_layers=80, kv_dim=8192),
-}
-
-
-def load_table(path: str | Path) -> pd.DataFrame:
-    """Read a results table that is not a benchmark one (.csv or .jsonl) with its provenance in `df.attrs`."""
-    path = Path(path)
-    df = pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.suffix == ".csv" else \
-        pd.read_json(path, orient="records", lines=True)
-    meta = Path(f"{path}.provenance.json")
-    if meta.exists():
-        df.attrs.update(json.loads(meta.read_text()))
-    return df
-
 
 def model_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
@@ -116,109 +93,6 @@ def log_slope(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gpu_table() -> pd.DataFrame:
-    """data/gpus.csv with the roofline keys `peak_tflops` (dense fp16 tensor) and `bandwidth_gbs`."""
-    gpus = pd.read_csv(GPUS_CSV)
-    gpus["peak_tflops"] = gpus["fp16_tensor_tflops_dense"]
-    gpus["bandwidth_gbs"] = gpus["memory_bandwidth_gbs"]
-    return gpus
-
-
-def measured_latency(model, qs: Sequence[int], context: int, repeats: int) -> pd.DataFrame:
-    """latency(q) of one forward of q tokens on the model's own device (lade.cost.measure_latency)."""
-    from .cost import measure_latency
-
-    profile = measure_latency(model, qs=tuple(qs), context=context, repeats=repeats)
-    seconds = np.asarray(profile.seconds)
-    return pd.DataFrame({"source": "measured", "gpu": "this device", "model": "",
-                         "q": list(profile.qs), "seconds": seconds, "relative": seconds / seconds[0]})
-
-
-def _effective(gpu: Mapping[str, Any], flop_efficiency: float, bandwidth_efficiency: float) -> dict[str, float]:
-    return {"peak_tflops": float(gpu["peak_tflops"]) * flop_efficiency,
-            "bandwidth_gbs": float(gpu["bandwidth_gbs"]) * bandwidth_efficiency}
-
-
-def roofline_curves(gpus: pd.DataFrame, models: Sequence[str], qs: Sequence[int], context: int,
-                    flop_efficiency: float, bandwidth_efficiency: float) -> pd.DataFrame:
-    """Modelled latency(q) per GPU class and model size (lade.cost.roofline_latency at achieved efficiency)."""
-    from .cost import roofline_latency
-
-    rows = []
-    for _, gpu in gpus.iterrows():
-        row = _effective(gpu, flop_efficiency, bandwidth_efficiency)
-        for name in models:
-            shape = MODEL_SHAPES[name]
-            lat = [roofline_latency(shape["params"], q, context, row, 2, shape["n_layers"], shape["kv_dim"])
-                   for q in qs]
-            rows += [{"source": "roofline", "gpu": gpu["gpu"], "model": name, "q": q, "seconds": s,
-                      "relative": s / lat[0]} for q, s in zip(qs, lat)]
-    return pd.DataFrame(rows, columns=list(LATENCY_COLUMNS))
-
-
-def predict_gpu_speedups(configs: pd.DataFrame, gpus: pd.DataFrame, models: Sequence[str], context: int,
-                         flop_efficiency: float, bandwidth_efficiency: float, full_steps: bool = True) -> pd.DataFrame:
-    """Predicted speedup = compression x latency(1) / latency(step tokens) per GPU class, model size and config.
-
-    configs: rows with `config`, `compression`, `step_tokens` (e.g. `scaling_table` of a measured run).
-    fits_memory: the fp16 weights fit in one GPU's memory. full_steps: price every step at its full size
-    1 + (W + G)(N - 1) (a warm n-gram pool, as in long generations) instead of the measured mean step size
-    (short runs start with an empty pool and feed fewer guesses).
-    """
-    from .cost import predicted_speedup, roofline_latency
-
-    rows = []
-    for _, gpu in gpus.iterrows():
-        row = _effective(gpu, flop_efficiency, bandwidth_efficiency)
-        for name in models:
-            shape = MODEL_SHAPES[name]
-            lat1 = roofline_latency(shape["params"], 1, context, row, 2, shape["n_layers"], shape["kv_dim"])
-            for _, c in configs.iterrows():
-                q = 1 + (c["W"] + c["G"]) * (c["N"] - 1) if full_steps else c["step_tokens"]
-                latq = roofline_latency(shape["params"], int(round(q)), context, row, 2, shape["n_layers"],
-                                        shape["kv_dim"])
-                rows.append({"gpu": gpu["gpu"], "model": name, "config": c["config"],
-                             "compression": c["compression"], "step_tokens": q, "lat1_s": lat1,
-                             "latq_s": latq, "speedup": predicted_speedup(c["compression"], lat1, latq),
-                             "fits_memory": shape["params"] * 2 / 1e9 < float(gpu["memory_gb"])})
-    return pd.DataFrame(rows, columns=list(GPU_PREDICTION_COLUMNS))
-
-
-def best_configs(predictions: pd.DataFrame) -> pd.DataFrame:
-    """Per (GPU, model size): the config with the highest predicted speedup."""
-    best = predictions.loc[predictions.groupby(["gpu", "model"], sort=False)["speedup"].idxmax()]
-    return best.reset_index(drop=True)
-
-
-def rtx3090_case(predictions: pd.DataFrame, default_config: str, tuned_config: str) -> pd.DataFrame:
-    """Modelled 7B speedups on the RTX 3090 for the default and the tuned config, beside the reported ones."""
-    reported = pd.read_csv(published("speedups"))
-    reported = reported[(reported["hardware"] == "RTX 3090") & reported["method"].str.contains("parameters")]
-    model = predictions[(predictions["gpu"] == "RTX 3090") & (predictions["model"] == "7B")].set_index("config")
-    rows = []
-    for label, config, pattern in (("default", default_config, "default"), ("tuned", tuned_config, "tuned")):
-        r = model.loc[config]
-        seen = reported[reported["method"].str.contains(pattern)]["speedup"]
-        rows.append({"parameters": label, "config": config, "compression": r["compression"],
-                     "step_tokens": r["step_tokens"], "latq_over_lat1": r["latq_s"] / r["lat1_s"],
-                     "modelled_speedup": r["speedup"], "reported_speedup": float(seen.iloc[0]) if len(seen) else None})
-    return pd.DataFrame(rows)
-
-
-def _timed(model, input_ids: torch.Tensor, mask: torch.Tensor, config: LookaheadConfig | None,
-           gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, int]:
-    """One generate call (plain if config is None) -> (new tokens [T], wall seconds, forward calls)."""
-    timer = ForwardTimer(model)
-    with timer.measuring(), torch.inference_mode():
-        start = time.perf_counter()
-        if config is None:
-            out = model.generate(input_ids, attention_mask=mask, **gen_kwargs)
-        else:
-            out = lade_generate(model, input_ids, config, attention_mask=mask, **gen_kwargs)
-        wall = time.perf_counter() - start
-    return out[0, input_ids.shape[1]:], wall, timer.calls
-
-
 def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float], config: LookaheadConfig,
                  n_prompts: int, max_new_tokens: int, seed: int = 0, **provenance_params: Any) -> pd.DataFrame:
     """Plain sampling vs lookahead sampling at each temperature (top_k=0, top_p=1): tokens/s, compression.
@@ -241,7 +115,8 @@ def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float
             for method in order:
                 torch.manual_seed(run_seed)
                 cfg = None if method == "plain" else LookaheadConfig(**{**config.to_dict(), "sampling_seed": run_seed})
-                new, wall, calls = _timed(model, ids, mask, cfg, gen)
+                new, wall, timer = timed_generate(model, ids, mask, cfg, gen)
+                calls = timer.calls
                 pair[method] = {"prompt_set": prompt_set, "prompt_id": prompt_id, "temperature": temperature,
                                 "method": method, "new_tokens": int(new.numel()), "wall_s": wall,
                                 "tokens_per_s": new.numel() / wall, "forward_calls": calls,
@@ -276,7 +151,8 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
         for i in range(samples):
             torch.manual_seed(base + i)
             run_cfg = None if cfg is None else LookaheadConfig(**{**cfg.to_dict(), "sampling_seed": base + i})
-            new, _, n_calls = _timed(model, ids, mask, run_cfg, gen)
+            new, _, timer = timed_generate(model, ids, mask, run_cfg, gen)
+            n_calls = timer.calls
             calls[name] += n_calls
             rows += [{"sampler": name, "sample": i, "position": pos, "token": int(tok),
                       "text": tokenizer.decode([int(tok)])} for pos, tok in enumerate(new.tolist())]

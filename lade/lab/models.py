@@ -8,7 +8,7 @@ included) under the cache: `$LADE_CACHE`, else `<repo>/.cache`.
 Pitfall: SmolLM2's pad token is `<|im_end|>`, which every chat prompt contains. Always pass an explicit
 all-ones `attention_mask` to `generate` (see `lade.data.encode_chat`); never infer padding from the pad id.
 
-CLI: `python -m lade.models prepare` (prints the folder), `python -m lade.models verify`.
+CLI: `python -m lade.lab.models prepare` (prints the folder), `python -m lade.lab.models verify`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from .quantization import quantization_method, require_backend
+from ..paths import cache_dir
+from ..quantization import quantization_method, require_backend
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_ALIASES = ("embedded", "smollm2")
@@ -47,14 +48,6 @@ def hub_offline() -> bool:
     """HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) as set now, not as read when huggingface_hub was imported."""
     return any(os.environ.get(var, "0") not in ("", "0", "false", "False")
                for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def cache_dir() -> Path:
-    """`$LADE_CACHE`, else `<repo>/.cache` for a source checkout, else `~/.cache/lade`."""
-    if os.environ.get("LADE_CACHE"):
-        return Path(os.environ["LADE_CACHE"]).expanduser()
-    repo = Path(__file__).resolve().parents[1]
-    return repo / ".cache" if (repo / "pyproject.toml").exists() else Path.home() / ".cache" / "lade"
 
 
 def sha256_file(path: Path) -> str:
@@ -199,7 +192,7 @@ def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str =
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lade.models", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lade.lab.models", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["prepare", "verify"])
     parser.add_argument("--cache", type=Path, default=None, help="cache root (default: $LADE_CACHE or .cache)")
     args = parser.parse_args(argv)

@@ -2,32 +2,30 @@
 
 Python API (used by the notebooks):
 
-    from lade.bench import Method, run_benchmark, summarize, save_results, load_results
+    from lade.lab.bench import Method, run_benchmark, summarize
+    from lade.lab.results import save_results
     df = run_benchmark(model, tok, prompt_sets=("mt_bench", "humaneval"),
                        methods=[Method.auto(), Method.lade(4, 5, 5), Method.prompt_lookup(10)],
                        max_new_tokens=128, n_prompts=10)
     print(summarize(df))            # median tokens/s ratio vs plain greedy per prompt set and method
     save_results(df, "results/bench.jsonl")
 
-CLI: `python -m lade.bench --model embedded --sets mt_bench,humaneval --n 10 --max-new-tokens 128
+CLI: `python -m lade.lab.bench --model embedded --sets mt_bench,humaneval --n 10 --max-new-tokens 128
 --methods greedy,auto,pld --config 4,5,5 --threads 1 --out results/bench.jsonl` (`--config N,W,G`,
-repeatable; `auto` = lade.cost's choice for the model and device, see LookaheadConfig.auto).
+repeatable; `auto` = lade.cost's choice for the model and device, see lade.auto_config).
 
 Methods run interleaved per prompt (their order rotates from prompt to prompt) after one untimed warm-up
 run of each, so they share the machine's state; plain greedy always runs, as the reference for speed
 ratios and for exactness. Timings are wall-clock on whatever else the machine is doing: read medians.
 
 Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["provenance"]` holds
-`lade.provenance.provenance(...)` with the run's parameters.
+`lade.lab.provenance.provenance(...)` with the run's parameters.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +34,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .api import generate as lade_generate
-from .config import LookaheadConfig
-from .data import encode_chat, load_prompts
+from ..auto import auto_config
+from ..config import LookaheadConfig
+from .prompts import encode_chat, load_prompts
 from .provenance import provenance
+from .results import save_results
+from .timing import ForwardTimer, timed_generate
 
 ROW_COLUMNS = {
     "prompt_set": "name of the prompt set (mt_bench, humaneval, ...)",
@@ -129,7 +129,7 @@ class Method:
         if not isinstance(self.lookahead, str):
             return self
         task = self.lookahead.partition(":")[2]
-        return Method(self.name, self.kind, LookaheadConfig.auto(model, task=task), self.generate_kwargs)
+        return Method(self.name, self.kind, auto_config(model, task=task), self.generate_kwargs)
 
 
 def parse_config(text: str) -> tuple[int, ...]:
@@ -141,58 +141,11 @@ def parse_config(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-class ForwardTimer:
-    """Counts and times the forward calls of one module (hooks removed when the `with` block ends)."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.module = module
-        self.calls = 0
-        self.seconds = 0.0
-        self.fed: list[int] = []  # tokens fed per call
-        self._start = 0.0
-
-    def _pre(self, _module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        self.fed.append(ids.shape[-1] if ids is not None else 0)
-        self._start = time.perf_counter()
-
-    def _post(self, *_: Any) -> None:
-        _sync(self.module)
-        self.seconds += time.perf_counter() - self._start
-        self.calls += 1
-
-    @contextmanager
-    def measuring(self) -> Iterator["ForwardTimer"]:
-        self.calls, self.seconds, self.fed = 0, 0.0, []
-        handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
-                   self.module.register_forward_hook(self._post)]
-        try:
-            yield self
-        finally:
-            for handle in handles:
-                handle.remove()
-
-
-def _sync(model: torch.nn.Module) -> None:
-    device = next(model.parameters()).device
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-              gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, ForwardTimer]:
+                  gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, ForwardTimer]:
     """One timed generate call of `method` -> (new tokens [T] on the CPU, wall seconds, forward timer)."""
-    timer = ForwardTimer(model)
-    _sync(model)
-    with timer.measuring(), torch.inference_mode():
-        start = time.perf_counter()
-        if method.kind == "lade":
-            out = lade_generate(model, input_ids, method.lookahead, attention_mask=attention_mask, **gen_kwargs)
-        else:
-            out = model.generate(input_ids, attention_mask=attention_mask, **gen_kwargs, **method.generate_kwargs)
-        _sync(model)
-        wall = time.perf_counter() - start
-    return out[0, input_ids.shape[1]:].cpu(), wall, timer
+    lookahead = method.lookahead if method.kind == "lade" else None
+    return timed_generate(model, input_ids, attention_mask, lookahead, {**gen_kwargs, **method.generate_kwargs})
 
 
 def _row(prompt_set: str, prompt_id: str, method: Method, prompt_tokens: int, new: torch.Tensor, wall: float,
@@ -202,8 +155,7 @@ def _row(prompt_set: str, prompt_id: str, method: Method, prompt_tokens: int, ne
         "prompt_set": prompt_set, "prompt_id": prompt_id, "method": method.name, "config": method.config_label(),
         "prompt_tokens": prompt_tokens, "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
         "forward_calls": timer.calls, "compression": n / max(timer.calls, 1),
-        "step_tokens": sum(timer.fed[1:]) / max(len(timer.fed) - 1, 1),
-        "single_token_steps": timer.fed[1:].count(1) / max(len(timer.fed) - 1, 1), "forward_s": timer.seconds,
+        "step_tokens": timer.step_tokens, "single_token_steps": timer.single_token_steps, "forward_s": timer.seconds,
         "host_share": max(0.0, 1.0 - timer.seconds / wall),
     }
 
@@ -284,34 +236,8 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def save_results(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write rows as .jsonl or .csv, and `df.attrs` (provenance) beside them as `<path>.provenance.json`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        df.to_csv(path, index=False)
-    elif path.suffix == ".jsonl":
-        df.to_json(path, orient="records", lines=True)
-    else:
-        raise ValueError(f"results path must end in .jsonl or .csv, got {path.name!r}")
-    Path(f"{path}.provenance.json").write_text(json.dumps(df.attrs, indent=2, default=str))
-    return path
-
-
-def load_results(path: str | Path) -> pd.DataFrame:
-    """Read what `save_results` wrote (rows plus `df.attrs` from the provenance file)."""
-    path = Path(path)
-    df = pd.read_csv(path) if path.suffix == ".csv" else pd.read_json(path, orient="records", lines=True)
-    df["prompt_id"] = df["prompt_id"].astype(str)
-    df["config"] = df["config"].fillna("").astype(str)
-    meta = Path(f"{path}.provenance.json")
-    if meta.exists():
-        df.attrs.update(json.loads(meta.read_text()))
-    return df
-
-
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(prog="python -m lade.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lade.lab.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="embedded", help="'embedded', a local model folder or a Hub id")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")

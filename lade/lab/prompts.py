@@ -18,9 +18,10 @@ import torch
 from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
-from lade.models import hub_offline
+from .models import hub_offline
+from .paths import DATA_DIR
 
-PROMPT_DIR = Path(__file__).resolve().parents[1] / "data" / "prompts"
+PROMPT_DIR = DATA_DIR / "prompts"
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str,
     return input_ids, torch.ones_like(input_ids)
 
 
-if __name__ == "__main__":  # python -m lade.data verify
+if __name__ == "__main__":  # python -m lade.lab.prompts verify
     if sys.argv[1:] != ["verify"]:
-        sys.exit("usage: python -m lade.data verify")
+        sys.exit("usage: python -m lade.lab.prompts verify")
     print("frozen prompt sets verified:", ", ".join(verify_frozen()))

@@ -1,6 +1,6 @@
 """Sampling benchmark: lade (argmax window, sampled window) against plain `generate(do_sample=True)`.
 
-    python -m lade.sampling_bench --temperatures 0.3 0.7 1.0 --per-set 2 --max-new-tokens 64 --threads 1
+    python -m lade.lab.sampling_bench --temperatures 0.3 0.7 1.0 --per-set 2 --max-new-tokens 64 --threads 1
 
 For each temperature and prompt, the three decoders run side by side in one process (same seed, EOS off, so
 every run emits exactly max_new_tokens); rows give compression (new tokens per forward) and tokens/s, and the
@@ -10,14 +10,13 @@ summary their ratios to plain sampling. Wall-clock numbers depend on the machine
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
-from .api import generate
-from .config import LookaheadConfig
-from .data import encode_chat, load_prompts
+from ..config import LookaheadConfig
 from .models import load_model
+from .prompts import encode_chat, load_prompts
+from .timing import timed_generate
 
 METHODS = ("plain", "lade", "lade+sampled-window")
 
@@ -25,14 +24,10 @@ METHODS = ("plain", "lade", "lade+sampled-window")
 def _run(model, ids, method: str, config: LookaheadConfig, seed: int, gen_kw: dict) -> tuple[float, int, int]:
     """(seconds, new tokens, forward passes) of one decoding run."""
     torch.manual_seed(seed)
-    start = time.perf_counter()
-    if method == "plain":
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), **gen_kw)
-        new = out.shape[1] - ids.shape[1]
-        return time.perf_counter() - start, new, new
-    cfg = LookaheadConfig(**{**config.to_dict(), "sampling_seed": seed, "sample_window": method != "lade"})
-    _, stats = generate(model, ids, cfg, return_stats=True, **gen_kw)
-    return time.perf_counter() - start, stats.new_tokens, stats.steps
+    cfg = None if method == "plain" else LookaheadConfig(**{**config.to_dict(), "sampling_seed": seed,
+                                                            "sample_window": method != "lade"})
+    new, seconds, timer = timed_generate(model, ids, torch.ones_like(ids), cfg, gen_kw)
+    return seconds, new.numel(), timer.calls
 
 
 def run_sampling_bench(model, tokenizer, temperatures=(0.3, 0.7, 1.0), per_set: int = 2,
@@ -72,7 +67,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lade.sampling_bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lade.lab.sampling_bench", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])
     parser.add_argument("--per-set", type=int, default=2, help="prompts from each of MT-Bench and HumanEval")

@@ -15,9 +15,10 @@ from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from ..layout import StepLayout, build_layout
+from ..attention.interface import flex_attention_forward, split_attention_forward
+from ..device import synchronize
+from ..layout import StepLayout, additive_mask, build_layout, stack_layouts
 from ..tree import TokenTree
-from .interface import flex_attention_forward, split_attention_forward
 
 PATH_FUNCTIONS = {"mask_sdpa": sdpa_attention_forward, "mask_eager": eager_attention_forward,
                   "split": split_attention_forward, "flex": flex_attention_forward}
@@ -33,7 +34,8 @@ def synthetic_layout(window: int, ngram: int, guesses: int, device: torch.device
 
 def step_mask(path: str, layout: StepLayout, past: int, dtype: torch.dtype) -> torch.Tensor:
     """The mask a path hands the model: additive [1, 1, q, past+q] for mask paths, bool [1, 1, q, q] otherwise."""
-    return layout.additive_mask(past, dtype) if path.startswith("mask") else layout.visible[None, None]
+    batch = stack_layouts([layout])
+    return additive_mask(batch, past, None, dtype) if path.startswith("mask") else layout.visible[None, None]
 
 
 def _module(heads: int, kv_heads: int) -> nn.Module:
@@ -60,13 +62,8 @@ def attention_error(path: str, layout: StepLayout, past: int, heads: int, kv_hea
     module = _module(heads, kv_heads)
     got = PATH_FUNCTIONS[path](module, query, key, value, step_mask(path, layout, past, dtype), scaling=dim**-0.5)[0]
     want = eager_attention_forward(module, query.double(), key.double(), value.double(),
-                                   layout.additive_mask(past, torch.float64), dim**-0.5)[0]
+                                   step_mask("mask", layout, past, torch.float64), dim**-0.5)[0]
     return float((got.double() - want).abs().max())
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_steps(paths: list[str], layout: StepLayout, past: int, heads: int, kv_heads: int, dim: int,
@@ -88,10 +85,10 @@ def time_steps(paths: list[str], layout: StepLayout, past: int, heads: int, kv_h
     samples: dict[str, list[float]] = {path: [] for path in paths}
     for rep in range(reps + 1):  # rep 0 warms up (and compiles flex on CUDA)
         for path, run in runs.items():
-            _sync(device)
+            synchronize(device)
             start = time.perf_counter()
             run()
-            _sync(device)
+            synchronize(device)
             if rep:
                 samples[path].append(time.perf_counter() - start)
     return {path: statistics.median(times) for path, times in samples.items()}

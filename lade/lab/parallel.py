@@ -1,6 +1,6 @@
 """Step compression vs number of ranks for lookahead parallelism, at a fixed window share per rank.
 
-`compression_vs_ranks` launches `torchrun --standalone --nproc_per_node R -m lade.distributed.bench ...` once
+`compression_vs_ranks` launches `torchrun --standalone --nproc_per_node R -m lade.lab.parallel ...` once
 per rank count (gloo on CPU, loopback only); the total window and guess set grow with R (W = R * window_share,
 G = R * guess_share). A last row decodes the largest total window in one process, for reference: its
 compression must equal the parallel one (the union of the ranks' shares is the single-process step), while
@@ -22,7 +22,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..provenance import REPO, provenance
+from ..config import LookaheadConfig
+from ..distributed import generate
+from .models import load_model
+from .paths import REPO
+from .prompts import encode_chat, load_prompts
+from .provenance import provenance
 
 RESULTS = REPO / "data" / "results" / "distributed_scaling.jsonl"
 PROMPT_SETS = ("mt_bench", "humaneval")
@@ -59,7 +64,7 @@ def _launch(ranks: int, window: int, guess: int, ngram: int, prompts_per_set: in
             model: str, threads: int, timeout_s: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks),
-               "-m", "lade.distributed.bench", "--window", str(window), "--guess", str(guess), "--ngram", str(ngram),
+               "-m", "lade.lab.parallel", "--window", str(window), "--guess", str(guess), "--ngram", str(ngram),
                "--prompts-per-set", str(prompts_per_set), "--max-new-tokens", str(max_new_tokens), "--model", model,
                "--out", tmp]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo",
@@ -86,11 +91,6 @@ def _launch(ranks: int, window: int, guess: int, ngram: int, prompts_per_set: in
 
 def _worker(args: argparse.Namespace) -> None:
     """One rank: decode the first prompts of each set with lade.distributed; write this rank's totals."""
-    from ..config import LookaheadConfig
-    from ..data import encode_chat, load_prompts
-    from ..models import load_model
-    from . import generate
-
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
     rank = dist.get_rank()
     model, tokenizer = load_model(args.model)
@@ -114,7 +114,7 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="one rank of lade.distributed.compression_vs_ranks (run by torchrun)")
+    parser = argparse.ArgumentParser(description="one rank of lade.lab.parallel.compression_vs_ranks (run by torchrun)")
     for flag in ("--window", "--guess", "--ngram", "--prompts-per-set", "--max-new-tokens"):
         parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--model", default="embedded")

@@ -1,18 +1,19 @@
-"""Provenance record stored with every results file: versions, git commit, device, time, parameters."""
+"""Provenance record stored with every results file: versions, the lock's digest, git commit and cleanliness,
+device, time, parameters."""
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import platform
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
 
-import torch
+from ..device import device_description
+from .paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("lade", "torch", "transformers", "datasets", "numpy")
 
 
@@ -31,21 +32,10 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_description() -> str:
-    """e.g. "NVIDIA H100 80GB HBM3 (CUDA 12.8)" or "Intel(R) Xeon(R) ... (2 threads)"."""
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU)"
-    return f"{_cpu_name()} ({torch.get_num_threads()} threads)"
+def lock_digest() -> str | None:
+    """sha256 of requirements.lock: names the exact environment a result came from."""
+    lock = REPO / "requirements.lock"
+    return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
 
 
 def provenance(**params: Any) -> dict[str, Any]:
@@ -55,6 +45,7 @@ def provenance(**params: Any) -> dict[str, Any]:
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
+        "lock_sha256": lock_digest(),
         "packages": {name: _version(name) for name in PACKAGES},
         "python": sys.version.split()[0],
         "platform": platform.platform(),

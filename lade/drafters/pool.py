@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from .config import LookaheadConfig
+    from ..config import LookaheadConfig
 
 
 class NGramPool:

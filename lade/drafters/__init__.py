@@ -1,0 +1,16 @@
+"""Drafters: what proposes each row's candidates for the next step and learns from what the step produced.
+
+The loop knows a drafter only through `Drafter` (in the spirit of transformers' CandidateGenerator): `propose`
+returns a `Draft` (Jacobi window levels to feed and candidate continuations to verify as a tree), `observe`
+receives the step's `Outcome`. The loop owns verification, acceptance, cache compaction and emission, so a new
+drafting idea is a new drafter, never a new loop.
+"""
+
+from __future__ import annotations
+
+from .base import Draft, Drafter, Outcome
+from .lookahead import LookaheadDrafter
+from .pool import NGramPool
+from .window import LookaheadWindow
+
+__all__ = ["Draft", "Drafter", "LookaheadDrafter", "LookaheadWindow", "NGramPool", "Outcome"]

@@ -1,0 +1,46 @@
+"""The drafter contract: a Draft to feed, the Outcome of the step that verified it, the Drafter protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+
+@dataclass
+class Draft:
+    """What one row feeds besides its last token: window levels [L, W] (L = 0 or W = 0: no window) and candidate
+    continuations of the last token (merged into a tree by the loop)."""
+
+    window: torch.Tensor  # [L, W] token ids
+    candidates: list[tuple[int, ...]] = field(default_factory=list)
+
+    def within(self, max_offset: int | None) -> "Draft":
+        """This draft with nothing placed more than `max_offset` positions after the last token (a model's position
+        table ends there): the window is dropped for the step if its top level would pass it, candidates are cut."""
+        if max_offset is None:
+            return self
+        levels, width = self.window.shape
+        fits = self.window.numel() == 0 or levels + width - 1 <= max_offset  # the top right token sits at L + W - 1
+        window = self.window if fits else self.window[:0]
+        candidates = [c[:max_offset] for c in self.candidates if max_offset > 0]
+        return Draft(window, [c for c in candidates if c])
+
+
+@dataclass
+class Outcome:
+    """What a step produced for one row: the tokens it accepted (drafts, then the model's own next token) and the
+    window's next Jacobi level [W] (None when no window was fed)."""
+
+    accepted: list[int]
+    next_level: torch.Tensor | None
+
+
+class Drafter(Protocol):
+    def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
+        """ids: [S] the row's tokens so far (prompt and output, no padding); new_tokens: how many the last step
+        emitted. Returns the draft to feed with the last token ids[-1]."""
+
+    def observe(self, outcome: Outcome) -> None:
+        """Learn from the step that verified the last draft."""

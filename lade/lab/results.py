@@ -1,0 +1,41 @@
+"""Results files of the research harness: rows as .jsonl or .csv, their provenance beside them as
+`<file>.provenance.json`. One writer and one reader for every table (benchmark rows and other tables alike)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+TEXT_COLUMNS = ("prompt_id", "config")  # read back as strings ("" for a missing config)
+
+
+def save_results(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write rows as .jsonl or .csv, and `df.attrs` (provenance) beside them as `<path>.provenance.json`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    elif path.suffix == ".jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        raise ValueError(f"results path must end in .jsonl or .csv, got {path.name!r}")
+    Path(f"{path}.provenance.json").write_text(json.dumps(df.attrs, indent=2, default=str))
+    return path
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """Read what `save_results` wrote: the rows, with `df.attrs` from the provenance file."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    else:
+        df = pd.read_json(path, orient="records", lines=True)
+    for column in TEXT_COLUMNS:
+        if column in df.columns:
+            df[column] = df[column].fillna("").astype(str)
+    meta = Path(f"{path}.provenance.json")
+    if meta.exists():
+        df.attrs.update(json.loads(meta.read_text()))
+    return df

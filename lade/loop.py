@@ -1,0 +1,127 @@
+"""The decoding loop of lookahead decoding (Fu, Bailis, Stoica, Zhang, "Break the Sequential Dependency of LLM
+Inference Using Lookahead Decoding", ICML 2024, arXiv 2402.02057), for every decoding mode: one loop over the rows
+of a batch (a single sequence is a batch of one); greedy or lossless sampling (the TokenChooser); one process or
+lookahead parallelism (the strategy); any drafter.
+
+One steady step, per row: the drafter proposes a draft; the row feeds [last token | Jacobi window | candidate
+tree] with a tree attention mask at logical positions, in one forward with every other row; the tree is verified
+from the root (greedy: the model's own argmax chain; sampling: the lossless multi-candidate rule); the drafter
+observes what was accepted and the window's next level; the KV of the accepted tokens is moved into contiguous
+cache slots and everything else is cropped away; the accepted tokens are emitted, cut exactly where plain
+decoding stops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import Cache
+from transformers.generation.stopping_criteria import StoppingCriteriaList
+
+from .cache import compact, self_attention_cache
+from .drafters import Draft, Outcome
+from .layout import stack_layouts
+from .model_call import ModelCall
+from .outputs import LookaheadStats
+from .rows import Row
+from .sampling import TokenChooser
+from .strategy import LocalStrategy
+from .tree import TokenTree
+
+
+@dataclass
+class Run:
+    """What every step of one generate call shares."""
+
+    call: ModelCall
+    cache: Cache
+    choose: TokenChooser
+    strategy: LocalStrategy
+    stopping_criteria: StoppingCriteriaList
+    streamer: object | None
+    stats: LookaheadStats
+    keep_scores: bool
+    position_limit: int | None  # positions the model can place (a position table's size), None: unbounded
+
+    @property
+    def device(self) -> torch.device:
+        return self.call.model.device
+
+
+def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+           past: int) -> None:
+    """input_ids: [B, P] left-padded prompts (attention_mask [B, P], None without padding), of which the first
+    `past` tokens are in the cache already. Decodes every row until it stops."""
+    # 1. prefill: every row's prompt KV and first new token
+    with run.stats.timed_forward(run.device):
+        logits = run.call.prefill(input_ids, attention_mask, past)  # [B, V]
+    emitted = 0
+    for b, row in enumerate(rows):
+        first = run.strategy.first(run.choose.walk(TokenTree([]), logits[b : b + 1], row.ids, row.processors,
+                                                   run.keep_scores))
+        emitted += row.emit(first.tokens, first.scores, logits[b : b + 1], run.stopping_criteria, run.streamer)
+    run.stats.record_step(emitted)
+    active = _leave_finished(rows, run.cache)
+
+    # 2. steady steps over the rows still running
+    while active:
+        active = step(run, active)
+
+
+def step(run: Run, active: list[Row]) -> list[Row]:
+    """One steady step of every active row; returns the rows still running."""
+    # 2a. each row's draft laid out as [tokens not in the cache | window | candidate tree] (this rank's share)
+    layouts = [run.strategy.layout(row, _draft(run, row), run.device) for row in active]
+    batch = stack_layouts(layouts)
+    past = self_attention_cache(run.cache).get_seq_length()
+    first_positions = torch.tensor([row.first_fed_position for row in active], device=run.device)  # [B]
+    run.strategy.record(run.stats, layouts)
+    # 2b. one forward for every row and branch
+    with run.stats.timed_forward(run.device):
+        logits = run.call.step(batch, first_positions, past, _cache_visibility(active, past, run.device))  # [B, K, V]
+    # 2c. per row: verify the tree, agree on it (across ranks), let the drafter observe, emit
+    starts, keeps, emitted = [], [], 0
+    for row, layout, row_logits in zip(active, layouts, logits):
+        tree_rows = batch.kept_index([layout.root_row, *range(layout.tree_start, layout.size)])
+        tree_logits = row_logits[tree_rows]  # [1 + T, V]: the root, then tree node n at 1 + n
+        acc = run.strategy.verify(run.choose, layout, tree_logits, row, run.keep_scores)
+        top = row_logits[batch.kept_index(layout.top_rows)] if layout.top_rows else None  # [W, V]
+        level = run.choose.window_level(top, row.ids, row.processors) if top is not None else None
+        tokens, level, verified = run.strategy.agree(acc, level)
+        row.drafter.observe(Outcome(tokens, level))
+        starts.append(row.cached)
+        keeps.append([*range(layout.root_row + 1), *(layout.tree_start + n for n in acc.path[:verified])])
+        row.cached += len(keeps[-1])
+        token_logits = tree_logits[acc.rows] if row.logits is not None else None
+        emitted += row.emit(tokens, acc.scores, token_logits, run.stopping_criteria, run.streamer)
+    run.stats.record_step(emitted)
+    # 2d. each row's accepted KV moved into contiguous slots, the rest cropped; finished rows leave the batch
+    compact(run.cache, past, starts, keeps)
+    return _leave_finished(active, run.cache)
+
+
+def _draft(run: Run, row: Row) -> Draft:
+    """The row drafter's proposal, cut to the positions the model can place."""
+    draft = row.drafter.propose(row.tokens, row.stats.last_accepted)
+    if run.position_limit is None:
+        return draft
+    return draft.within(run.position_limit - row.tokens.numel())  # the last token sits at len(tokens) - 1
+
+
+def _cache_visibility(rows: list[Row], past: int, device: torch.device) -> torch.Tensor | None:
+    """[B, past] bool: the slots holding each row's own tokens (not its left padding, not the junk after them);
+    None when every row sees every slot."""
+    if not any(row.pad for row in rows) and all(row.cached == past for row in rows):
+        return None
+    slots = torch.arange(past, device=device)  # [C]
+    pad = torch.tensor([row.pad for row in rows], device=device)  # [B]
+    cached = torch.tensor([row.cached for row in rows], device=device)  # [B]
+    return (slots >= pad[:, None]) & (slots < cached[:, None])
+
+
+def _leave_finished(rows: list[Row], cache: Cache) -> list[Row]:
+    keep = [i for i, row in enumerate(rows) if not row.finished]
+    if keep and len(keep) < len(rows):
+        cache.batch_select_indices(torch.tensor(keep, device=rows[0].ids.device))
+    return [rows[i] for i in keep]

@@ -1,0 +1,85 @@
+"""Per-sequence state of the decoding loop: one Row per sequence of the batch (a single sequence is a batch of one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers.generation.logits_process import LogitsProcessorList
+from transformers.generation.stopping_criteria import StoppingCriteriaList
+
+from .drafters import Drafter
+from .outputs import LookaheadStats
+
+
+@dataclass
+class Row:
+    """One sequence: its ids (left padding, prompt, accepted tokens), lookahead state and output.
+
+    Cache layout: the row's first `cached` slots hold its padding and every token but those still to be fed (the
+    last accepted token, and under lookahead parallelism tokens verified on another rank); in a batch, slots past
+    `cached` are junk until the next step overwrites them.
+    """
+
+    index: int  # row in the input batch
+    pad: int  # left-padding slots
+    ids: torch.Tensor  # [1, S]
+    cached: int
+    drafter: Drafter
+    processors: LogitsProcessorList  # this row's view of the batch's processors
+    stats: LookaheadStats = field(default_factory=LookaheadStats)
+    scores: list[torch.Tensor] | None = None  # [1, V] processed scores per new token, when kept
+    logits: list[torch.Tensor] | None = None  # [1, V] raw logits per new token, when kept
+    finished: bool = False
+
+    @property
+    def tokens(self) -> torch.Tensor:
+        """[S - pad] the row's prompt and output."""
+        return self.ids[0, self.pad :]
+
+    @property
+    def first_fed_position(self) -> int:
+        """Logical position of the first token a step feeds (the first token not in the cache)."""
+        return self.cached - self.pad
+
+    def emit(self, tokens: list[int], scores: list[torch.Tensor], logits: torch.Tensor | None,
+             stopping_criteria: StoppingCriteriaList, streamer=None) -> int:
+        """Append tokens one by one until a stopping criterion fires; return how many were taken.
+        scores: [1, V] per token (or empty); logits: [len(tokens), V] (or None)."""
+        taken = 0
+        for i, token in enumerate(tokens):
+            self.ids = torch.cat([self.ids, self.ids.new_tensor([[token]])], dim=1)  # [1, S + 1]
+            taken += 1
+            if self.scores is not None:
+                self.scores.append(scores[i])
+            if self.logits is not None:
+                self.logits.append(logits[i : i + 1])
+            if streamer is not None:
+                streamer.put(self.ids[:, -1].cpu())
+            if bool(stopping_criteria(self.ids, scores[i] if scores else None).all()):
+                self.finished = True
+                break
+        self.stats.record_step(taken)
+        return taken
+
+
+def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[P_b] prompts -> ids [B, P] and attention mask [B, P], padded on the left (what lade's batches take)."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p) :] = p
+        mask[b, width - len(p) :] = 1
+    return ids, mask
+
+
+def pad_rows(rows: list[Row], pad_id: int | None) -> torch.Tensor:
+    """Stack rows [1, S_b] into [B, max S_b], rows that finished early padded with pad_id as `model.generate` does."""
+    length = max(row.ids.shape[1] for row in rows)
+    if pad_id is None and any(row.ids.shape[1] < length for row in rows):
+        raise ValueError("rows finished at different lengths and no pad_token_id is set: pass pad_token_id=")
+    out = rows[0].ids.new_full((len(rows), length), int(pad_id) if pad_id is not None else 0)  # [B, S]
+    for b, row in enumerate(rows):
+        out[b, : row.ids.shape[1]] = row.ids[0]
+    return out
