@@ -1,6 +1,7 @@
 """lade as a transformers `custom_generate` callable: checks, rows, the loop (lade/loop.py), the output.
 
-`lookahead_generate` decodes in one process; lade.distributed runs the same function with its own strategy.
+`lookahead_generate` decodes in one process; lade.distributed runs the same function with its own strategy
+(`lookahead_strategy=`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def lookahead_generate(
     lookahead_config: LookaheadConfig | dict | str | None = None,
     lookahead_streamer=None,
     lookahead_source_ids: torch.Tensor | None = None,
+    lookahead_strategy=None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
@@ -49,16 +51,13 @@ def lookahead_generate(
     the custom_generate), else from `generation_config.lookahead_config`. `lookahead_streamer=` receives the prompt,
     then every new token once, in order, after every check passed (a `streamer=` given to model.generate gets the
     prompt from transformers itself, before lade runs). lookahead_source_ids ([1, S]): an encoder-decoder model's
-    source tokens, whose n-grams also seed the pool (`lade.generate` passes them).
+    source tokens, whose n-grams also seed the pool (`lade.generate` passes them). lookahead_strategy: builds the
+    loop's strategy from (model, input_ids, generation_config, logits_processor, model_kwargs, lookahead_config);
+    None decodes in this process (lade.distributed passes lookahead parallelism's).
     """
-    return generate_rows(LocalStrategy(), model, input_ids, logits_processor, stopping_criteria, generation_config,
-                         synced_gpus, streamer, lookahead_config, lookahead_streamer, lookahead_source_ids, model_kwargs)
-
-
-def generate_rows(strategy: LocalStrategy, model, input_ids: torch.LongTensor, processors: LogitsProcessorList,
-                  stopping_criteria: StoppingCriteriaList, gen: GenerationConfig, synced_gpus: bool, streamer,
-                  lookahead_config, lookahead_streamer, source_ids: torch.Tensor | None, model_kwargs: dict):
-    """Decode the rows of `input_ids` through the loop under `strategy` (one process, or lookahead parallelism)."""
+    gen, processors = generation_config, logits_processor
+    strategy = LocalStrategy() if lookahead_strategy is None else \
+        lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = _generate_call_arguments()  # what transformers does not hand a callable custom_generate
     prompt_streamed = caller.get("streamer") is not None  # transformers put the prompt into it already
     if prompt_streamed and lookahead_streamer is not None:
@@ -76,7 +75,7 @@ def generate_rows(strategy: LocalStrategy, model, input_ids: torch.LongTensor, p
     # 2. the rows, the model call and how tokens are chosen
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
-    source = source_ids[0] if source_ids is not None else None
+    source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
     rows = [Row(b, pads[b], input_ids[b : b + 1], input_ids.shape[1],
                 LookaheadDrafter(config, input_ids[b, pads[b] :], source), _row_processors(processors, b),
                 strategy.stats_type(), [] if keep_scores else None, [] if keep_logits else None)

@@ -41,7 +41,7 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 from .config import LookaheadConfig
 from .tree import TokenTree
-from .verify import Acceptance, greedy_walk, walk_tree
+from .verify import Acceptance, greedy_walk, walk_processed
 
 
 def make_generator(seed: int | None, device: torch.device) -> torch.Generator | None:
@@ -75,18 +75,11 @@ def sample_walk(
     generator: torch.Generator | None,
 ) -> Acceptance:
     """Walk the tree with the multi-candidate rule; same contract as `verify.greedy_walk`."""
-    scores: list[torch.Tensor] = []
-
-    def choose(node: int, ids: torch.Tensor) -> int:
-        processed = processors(ids, logits[node + 1 : node + 2].clone())  # [1, V]
-        if keep_scores:
-            scores.append(processed)
+    def pick(node: int, scores: torch.Tensor) -> int:
         drafts = [tree.tokens[c] for c in tree.children(node)]
-        return draw_at_node(processed.softmax(-1)[0], drafts, generator)
+        return draw_at_node(scores.softmax(-1)[0], drafts, generator)
 
-    acc = walk_tree(tree, prefix, choose)
-    acc.scores = scores
-    return acc
+    return walk_processed(tree, logits, prefix, processors, keep_scores, pick)
 
 
 def sample_window(

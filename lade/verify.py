@@ -72,6 +72,23 @@ def walk_tree(tree: TokenTree, prefix: torch.Tensor, choose: Callable[[int, torc
         ids = torch.cat([ids, ids.new_tensor([[token]])], dim=1)  # [1, S + depth]
 
 
+def walk_processed(tree: TokenTree, logits: torch.Tensor, prefix: torch.Tensor, processors: LogitsProcessorList,
+                   keep_scores: bool, pick: Callable[[int, torch.Tensor], int]) -> Acceptance:
+    """walk_tree where each node's choice is `pick(node, scores [1, V])` of its logits processed with its own prefix
+    (logits: [1 + T, V], the root row, then one row per tree node); the processed scores kept if asked."""
+    scores: list[torch.Tensor] = []
+
+    def choose(node: int, ids: torch.Tensor) -> int:
+        processed = processors(ids, logits[node + 1 : node + 2].clone())  # [1, V]
+        if keep_scores:
+            scores.append(processed)
+        return pick(node, processed)
+
+    acc = walk_tree(tree, prefix, choose)
+    acc.scores = scores
+    return acc
+
+
 def greedy_walk(
     tree: TokenTree,
     logits: torch.Tensor,  # [1 + T, V]: root row, then one row per tree node
@@ -82,14 +99,4 @@ def greedy_walk(
     if not processors and not keep_scores:
         choices = logits.argmax(-1).tolist()  # every node's choice is its argmax: one host sync for the tree
         return walk_tree(tree, prefix, lambda node, _ids: choices[node + 1])
-    scores: list[torch.Tensor] = []
-
-    def choose(node: int, ids: torch.Tensor) -> int:
-        processed = processors(ids, logits[node + 1 : node + 2].clone())  # [1, V]
-        if keep_scores:
-            scores.append(processed)
-        return int(processed.argmax(-1))
-
-    acc = walk_tree(tree, prefix, choose)
-    acc.scores = scores
-    return acc
+    return walk_processed(tree, logits, prefix, processors, keep_scores, lambda _node, scores: int(scores.argmax(-1)))

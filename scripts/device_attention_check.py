@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import lade  # noqa: E402
 from lade.attention.kernels import flash_attn_available, prefix_kernel, split_attention  # noqa: E402
 from lade.lab.attention_timing import attention_error, qkv, synthetic_layout, time_steps  # noqa: E402
+from lade.device import synchronize  # noqa: E402
+from lade.layout import stack_layouts  # noqa: E402
 from lade.model_call import ModelCall  # noqa: E402
 
 CONFIGS = [(2, 3, 2), (5, 4, 5), (7, 5, 7), (15, 5, 15)]  # (W, N, G): q = 9, 31, 57, 121
@@ -82,6 +84,7 @@ def attention_latency(device: torch.device, sizes: dict) -> list[dict]:
     rows = []
     for window, ngram, guesses in CONFIGS:
         layout = synthetic_layout(window, ngram, guesses, device)
+        batch = stack_layouts([layout])
         for past in sizes["pasts"]:
             times = time_steps(["mask_sdpa", "mask_eager", "split", "flex"], layout, past, sizes["heads"],
                                sizes["kv_heads"], sizes["dim"], sizes["dtype"], device, sizes["layers"], sizes["reps"])
@@ -138,6 +141,7 @@ def model_step_latency(device: torch.device, sizes: dict) -> list[dict]:
     rows = []
     for window, ngram, guesses in CONFIGS:
         layout = synthetic_layout(window, ngram, guesses, device)
+        batch = stack_layouts([layout])
         for past in sizes["pasts"]:
             row = dict(q=layout.size, past=past, ms={})
             calls = {}
@@ -145,11 +149,11 @@ def model_step_latency(device: torch.device, sizes: dict) -> list[dict]:
                 calls[path] = ModelCall(model, _filled_cache(model, past, device), path)
             for rep in range(sizes["reps"] + 1):
                 for path, call in calls.items():
-                    _sync(device)
+                    synchronize(device)
                     start = time.perf_counter()
                     with torch.no_grad():
-                        call.step(layout, past)
-                    _sync(device)
+                        call.step(batch, torch.tensor([past], device=device), past, None)
+                    synchronize(device)
                     call.cache.crop(-layout.size)
                     if rep:
                         row["ms"].setdefault(path, []).append(1e3 * (time.perf_counter() - start))
@@ -167,10 +171,6 @@ def _filled_cache(model, past: int, device: torch.device):
         model(torch.randint(3, 90, (1, past), device=device), cache=cache, use_cache=True)
     return cache
 
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _try(fn, *args, **kwargs):

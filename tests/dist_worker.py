@@ -2,8 +2,8 @@
 
 Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process),
 `sampling` (sampled output and per-step acceptance equal single-process lade with the same sampling_seed),
-`errors` (clear errors raised on every rank, group still usable afterwards), `fail` (rank 1 raises
-mid-decoding). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
+`errors` (clear errors raised on every rank, group still usable afterwards), `strategy` ("auto", FA2 on the split
+path, a disabled config, padding, a refused batch), `fail` (rank 1 raises mid-decoding). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
 """
 
 import dataclasses
@@ -97,6 +97,30 @@ def errors(rank: int) -> None:
     print(f"RANK {rank} ERRORS OK", flush=True)
 
 
+def strategy(rank: int) -> None:
+    """What the shared loop gives lookahead parallelism: "auto" (resolved on rank 0), an FA2-configured model on the
+    split attention path, a disabled config as plain decoding, a left-padded prompt; a batch refused on every rank."""
+    model, ids = tiny_model("llama", "sdpa"), random_prompt(5)
+    assert torch.equal(lade.distributed.generate(model, ids, "auto", **GREEDY), plain(model, ids))
+    out, stats = lade.distributed.generate(model, ids, lade.LookaheadConfig(enabled=False), return_stats=True, **GREEDY)
+    assert torch.equal(out, plain(model, ids))
+    assert set(stats.accepted_per_step) == {1} and set(stats.step_tokens) == {1}, "a disabled config fed drafts"
+    flash, seen = tiny_model("llama", "sdpa"), set()
+    flash.config._attn_implementation = "flash_attention_2"  # as loading with attn_implementation= leaves it
+    flash.model.layers[0].self_attn.register_forward_pre_hook(
+        lambda module, args: seen.add(module.config._attn_implementation))
+    assert torch.equal(lade.distributed.generate(flash, ids, CONFIGS[0], **GREEDY), plain(model, ids))
+    assert seen == {"lade_split"}, seen
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
+    mask = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.ones_like(ids)], dim=1)
+    want = model.generate(padded, attention_mask=mask, pad_token_id=0, **GREEDY)
+    assert torch.equal(lade.distributed.generate(model, padded, CONFIGS[1], attention_mask=mask, pad_token_id=0,
+                                                 **GREEDY), want)
+    batch = torch.cat([ids, ids])
+    expect_error("one prompt at a time", lambda: lade.distributed.generate(model, batch, CONFIGS[0], **GREEDY))
+    print(f"RANK {rank} STRATEGY OK", flush=True)
+
+
 class FailOnRank(StoppingCriteria):
     """Raises on `rank` at its `after`-th call (mid-decoding), as a crashing rank would."""
 
@@ -124,7 +148,7 @@ if __name__ == "__main__":
     status = 0
     try:
         for mode in sys.argv[1:]:
-            {"exact": exact, "sampling": sampling, "errors": errors, "fail": fail}[mode](rank)
+            {"exact": exact, "sampling": sampling, "errors": errors, "strategy": strategy, "fail": fail}[mode](rank)
     except Exception as error:
         print(f"RANK {rank} ERROR {type(error).__name__}: {error}", flush=True)
         status = 1

@@ -221,3 +221,47 @@ def test_batched_sampling_is_lossless_per_row():
         return out[:, ids.shape[1]:]
 
     assert min(first_two_pvalues(decoder_only(model), prompts, draw, samples=2500)) > 1e-3
+
+
+def test_auto_config_decodes_a_padded_batch(tmp_path, monkeypatch):
+    """lookahead_config="auto" resolves with the model in hand for a batch as for one prompt (measured once, cached),
+    and the batch still decodes exactly."""
+    monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    model = tiny_model("llama", "sdpa")
+    ids, mask = left_pad([random_prompt(70, length=20)[0], random_prompt(71, length=8)[0]])
+    kw = dict(GREEDY, eos_token_id=None)
+    out = lade.generate(model, ids, "auto", attention_mask=mask, **kw)
+    assert torch.equal(out, model.generate(ids, attention_mask=mask, **kw))
+    assert len(list((tmp_path / "cost").glob("latency-*.json"))) == 1
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def put(self, value) -> None:
+        self.calls += 1
+
+    def end(self) -> None:
+        self.calls += 1
+
+
+@pytest.mark.parametrize("spelling", ["lade.generate", "model.generate"])
+def test_a_batch_with_a_streamer_is_refused_before_any_work(spelling):
+    """transformers' streamers take one sequence: a batch with one is a clear ValueError, before any forward and
+    (through lade.generate) before the streamer sees anything."""
+    model = tiny_model("llama", "sdpa")
+    ids, mask = left_pad([random_prompt(72, length=12)[0], random_prompt(73, length=6)[0]])
+    streamer, forwards = _Recorder(), []
+    handle = model.register_forward_pre_hook(lambda *_: forwards.append(1))
+    try:
+        with pytest.raises(ValueError, match="a streamer takes one sequence"):
+            if spelling == "lade.generate":
+                lade.generate(model, ids, CONFIGS[0], attention_mask=mask, streamer=streamer, **GREEDY)
+            else:
+                model.generate(ids, attention_mask=mask, custom_generate=lade.lookahead_generate,
+                               lookahead_config=CONFIGS[0], streamer=streamer, **GREEDY)
+    finally:
+        handle.remove()
+    assert not forwards
+    assert streamer.calls == (0 if spelling == "lade.generate" else 1)  # transformers itself puts the prompt first

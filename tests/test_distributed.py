@@ -33,11 +33,12 @@ def _env(**extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def torchrun_exact_and_errors() -> str:
-    """One torchrun launch for all three checks (process start-up dominates on a small machine)."""
+def torchrun_exact_and_errors(tmp_path_factory) -> str:
+    """One torchrun launch for all the checks (process start-up dominates on a small machine)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", WORKER,
-           "exact", "sampling", "errors"]
-    run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+           "exact", "sampling", "errors", "strategy"]
+    run = subprocess.run(cmd, env=_env(LADE_CACHE=str(tmp_path_factory.mktemp("lade-cache"))), capture_output=True,
+                         text=True, timeout=LAUNCH_TIMEOUT_S)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run.stdout
 
@@ -61,6 +62,14 @@ def test_clear_errors_on_every_rank(torchrun_exact_and_errors):
     raises a ValueError on both ranks (no rank left waiting), and the group still decodes afterwards."""
     for rank in (0, 1):
         assert f"RANK {rank} ERRORS OK" in torchrun_exact_and_errors
+
+
+def test_the_shared_loop_under_lookahead_parallelism(torchrun_exact_and_errors):
+    """On both ranks: lookahead_config="auto" (timed on rank 0, broadcast) equals plain greedy; a disabled config feeds
+    one token per step; a flash_attention_2-configured model runs lade's split path and stays exact; a left-padded
+    prompt equals plain greedy with its mask; a batch is refused on every rank."""
+    for rank in (0, 1):
+        assert f"RANK {rank} STRATEGY OK" in torchrun_exact_and_errors
 
 
 def test_rank_failure_is_an_error_on_every_rank():

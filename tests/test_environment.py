@@ -86,6 +86,8 @@ def test_pyproject_dependencies_are_locked_consistently():
                                               if name not in UNLOCKED_EXTRAS for r in extra]
     for requirement in requirements:
         name = canonical(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0])
+        if name == "lade":  # an extra naming another extra of lade itself
+            continue
         assert name in pins, f"{name} (pyproject) missing from requirements.lock"
         if "==" in requirement:
             assert requirement.split("==")[1].strip() == pins[name], requirement

@@ -10,14 +10,14 @@ left padding allowed. Under NCCL, load the model on `cuda:LOCAL_RANK` in every r
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from transformers import GenerationConfig
-from transformers.generation.logits_process import LogitsProcessorList
-from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from ..api import generate_with
 from ..config import LookaheadConfig
-from ..decoding import generate_rows
+from ..decoding import lookahead_generate
 from .exchange import PeerFailure
 from .strategy import ParallelStats, ParallelStrategy
 
@@ -31,23 +31,8 @@ def generate(model, input_ids: torch.LongTensor | None = None,
                          return_stats, **generation_kwargs)
 
 
-def parallel_generate(
-    model,
-    input_ids: torch.LongTensor,  # [1, P], the same on every rank
-    logits_processor: LogitsProcessorList,
-    stopping_criteria: StoppingCriteriaList,
-    generation_config: GenerationConfig,
-    synced_gpus: bool = False,
-    streamer=None,
-    lookahead_config: LookaheadConfig | dict | str | None = None,
-    lookahead_streamer=None,
-    **model_kwargs,
-):
-    """transformers `custom_generate` entry point of lookahead parallelism (lade's loop under ParallelStrategy)."""
-    strategy = ParallelStrategy(model, input_ids, generation_config, logits_processor,
-                                model_kwargs.get("attention_mask"), lookahead_config)
-    return generate_rows(strategy, model, input_ids, logits_processor, stopping_criteria, generation_config,
-                         synced_gpus, streamer, lookahead_config, lookahead_streamer, None, model_kwargs)
+# transformers `custom_generate` callable of lookahead parallelism: lade's loop under ParallelStrategy
+parallel_generate = functools.partial(lookahead_generate, lookahead_strategy=ParallelStrategy)
 
 
 __all__ = ["ParallelStats", "ParallelStrategy", "PeerFailure", "generate", "parallel_generate"]

@@ -51,13 +51,12 @@ class ParallelStats(LookaheadStats):
 class ParallelStrategy(LocalStrategy):
     returns_cache = False  # a rank's cache lacks the accepted tokens verified on other ranks
 
-    def __init__(self, model, input_ids: torch.Tensor, gen, processors, attention_mask: torch.Tensor | None,
-                 requested_config) -> None:
+    def __init__(self, model, input_ids: torch.Tensor, gen, processors, model_kwargs: dict, requested_config) -> None:
         self.rank, self.world = require_group()
         self.sampling = bool(gen.do_sample)
         self.device = input_ids.device if dist.get_backend() == "nccl" else torch.device("cpu")
         requested = requested_config if requested_config is not None else getattr(gen, "lookahead_config", None)
-        self._inputs = (model, input_ids, attention_mask, gen, processors, requested)
+        self._inputs = (model, input_ids, model_kwargs.get("attention_mask"), gen, processors, requested)
         self.exchange: StepExchange | None = None
 
     def stats_type(self) -> ParallelStats:
