@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, StoppingCriteriaList, StopStringCriteria
 
-from .checks import check_mask_shape, check_token_ids, left_padding
+from .checks import check_mask_shape, check_no_inputs_embeds, check_token_ids, left_padding
 from .config import LookaheadConfig
 from .decoding import lookahead_generate
 
@@ -41,8 +41,7 @@ def generate_with(
     **generation_kwargs,
 ):
     """`generate` through any lade custom_generate callable `method` (e.g. lade.distributed's)."""
-    if input_ids is None:
-        raise ValueError("lade decodes from token ids: pass input_ids (inputs_embeds are not supported)")
+    check_no_inputs_embeds(generation_kwargs)
     check_token_ids(model, input_ids)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)

@@ -8,6 +8,7 @@ import inspect
 import torch
 from transformers import GenerationConfig
 from transformers.cache_utils import Cache
+from transformers.generation.configuration_utils import GenerationMode
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
@@ -15,6 +16,19 @@ from .adapters import adapter_for
 from .cache import check_compactable, self_attention_cache
 from .quantization import check_quantized_model
 from .verify import check_processors
+
+
+OTHER_MODES = {  # what to change to get greedy or sampled decoding
+    GenerationMode.ASSISTED_GENERATION: "lade replaces prompt lookup / assisted decoding; drop prompt_lookup_num_tokens "
+                                        "/ assistant_model",
+    GenerationMode.BEAM_SEARCH: "lade does not do beam search; set num_beams=1",
+    GenerationMode.BEAM_SAMPLE: "lade does not do beam search; set num_beams=1",
+    GenerationMode.GROUP_BEAM_SEARCH: "lade does not do beam search; set num_beams=1 and drop num_beam_groups",
+    GenerationMode.CONSTRAINED_BEAM_SEARCH: "lade does not do beam search; set num_beams=1 and drop constraints / "
+                                            "force_words_ids",
+    GenerationMode.CONTRASTIVE_SEARCH: "drop penalty_alpha",
+    GenerationMode.DOLA_GENERATION: "drop dola_layers",
+}
 
 
 def check_model(model) -> None:
@@ -30,6 +44,11 @@ def check_model(model) -> None:
             "logical position cannot be placed; lade cannot decode it exactly"
         )
     check_quantized_model(model)
+
+
+def check_no_inputs_embeds(kwargs: dict) -> None:
+    if kwargs.get("inputs_embeds") is not None:
+        raise ValueError("lade decodes from token ids: pass input_ids instead of inputs_embeds")
 
 
 def check_token_ids(model, ids: torch.Tensor, name: str = "input_ids") -> None:
@@ -73,20 +92,18 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
                      streamer, assistant_model=None) -> list[int]:
     """Every refusal of lookahead generation (cache: the one decoding will use); returns each row's left padding."""
     check_model(model)
+    check_no_inputs_embeds(model_kwargs)
     check_token_ids(model, input_ids, "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids")
-    if model_kwargs.get("inputs_embeds") is not None:
-        raise ValueError("lade decodes from token ids: pass input_ids instead of inputs_embeds")
-    if gen.num_beams != 1:
-        raise ValueError(f"lade does not do beam search; set num_beams=1 (got {gen.num_beams})")
+    mode = gen.get_generation_mode(assistant_model or getattr(gen, "assistant_model", None))
+    if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE):
+        raise ValueError(f"lade decodes greedily or by sampling, but these arguments ask for {mode.value}: "
+                         f"{OTHER_MODES.get(mode, 'drop the arguments that select it')}")
     if gen.num_return_sequences != 1:
         raise ValueError("lade returns one sequence per prompt; set num_return_sequences=1")
     if gen.output_attentions or gen.output_hidden_states:
         raise ValueError("output_attentions / output_hidden_states are not available from lookahead steps")
     if synced_gpus:
         raise ValueError("synced_gpus (DeepSpeed ZeRO-3 / FSDP) is not supported by lade")
-    if gen.prompt_lookup_num_tokens or assistant_model is not None or getattr(gen, "assistant_model", None):
-        raise ValueError("lade replaces prompt lookup / assisted decoding; drop prompt_lookup_num_tokens / "
-                         "assistant_model")
     check_processors(processors)
     pads = _check_padding(model, input_ids, gen, model_kwargs)
     check_compactable(cache, model.config.model_type)

@@ -68,7 +68,7 @@ def lookahead_generate(
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model)
     pads, config = strategy.setup(
         lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
-                                 synced_gpus, streamer, caller.get("assistant_model")),
+                                 bool(synced_gpus or caller.get("synced_gpus")), streamer, caller.get("assistant_model")),
         lambda: resolve_config(lookahead_config, gen, model),
     )
 
@@ -136,11 +136,11 @@ _GENERATE_CODE = inspect.unwrap(GenerationMixin.generate).__code__
 
 
 def _generate_call_arguments() -> dict:
-    """`streamer` and `assistant_model` of the `model.generate` call running this custom_generate callable:
-    transformers (5.24) hands a callable neither, and neither may be silently ignored."""
+    """`streamer`, `assistant_model` and `synced_gpus` of the `model.generate` call running this custom_generate
+    callable: transformers (5.24) hands a callable none of them, and none may be silently ignored."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code is _GENERATE_CODE:
-            return {name: frame.f_locals.get(name) for name in ("streamer", "assistant_model")}
+            return {name: frame.f_locals.get(name) for name in ("streamer", "assistant_model", "synced_gpus")}
         frame = frame.f_back
     return {}

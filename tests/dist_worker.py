@@ -3,7 +3,8 @@
 Modes (run in the order given): `exact` (greedy output and per-step acceptance equal single-process),
 `sampling` (sampled output and per-step acceptance equal single-process lade with the same sampling_seed),
 `errors` (clear errors raised on every rank, group still usable afterwards), `strategy` ("auto", FA2 on the split
-path, a disabled config, padding, a refused batch), `fail` (rank 1 raises mid-decoding). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
+path, a disabled config, padding, a refused batch), `fail` (rank 1 raises mid-decoding), `fail_last` (rank 1 raises
+on the last token). Prints `RANK r ... OK`, or `RANK r ERROR ...` and exits 1.
 """
 
 import dataclasses
@@ -140,6 +141,13 @@ def fail(rank: int) -> None:
     lade.distributed.generate(model, random_prompt(0), CONFIGS[0], stopping_criteria=criteria, **GREEDY)
 
 
+def fail_last(rank: int) -> None:
+    """Rank 1 raises on the final token, after the last exchange: rank 0 has nothing left to decode."""
+    model = tiny_model("llama", "sdpa")
+    criteria = StoppingCriteriaList([FailOnRank(rank, after=GREEDY["max_new_tokens"])])
+    lade.distributed.generate(model, random_prompt(0), CONFIGS[0], stopping_criteria=criteria, **GREEDY)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     # a long gloo timeout: a failure must surface through lade's abort message, not through this timeout
@@ -148,7 +156,8 @@ if __name__ == "__main__":
     status = 0
     try:
         for mode in sys.argv[1:]:
-            {"exact": exact, "sampling": sampling, "errors": errors, "strategy": strategy, "fail": fail}[mode](rank)
+            {"exact": exact, "sampling": sampling, "errors": errors, "strategy": strategy, "fail": fail,
+             "fail_last": fail_last}[mode](rank)
     except Exception as error:
         print(f"RANK {rank} ERROR {type(error).__name__}: {error}", flush=True)
         status = 1

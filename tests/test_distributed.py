@@ -72,14 +72,16 @@ def test_the_shared_loop_under_lookahead_parallelism(torchrun_exact_and_errors):
         assert f"RANK {rank} STRATEGY OK" in torchrun_exact_and_errors
 
 
-def test_rank_failure_is_an_error_on_every_rank():
-    """Rank 1 raises mid-decoding; rank 0 must raise too, long before the 600 s gloo timeout. Plain processes
-    (no torchrun agent that would kill the survivors) so each rank's own exit is observed."""
+@pytest.mark.parametrize("mode", ["fail", "fail_last"])
+def test_rank_failure_is_an_error_on_every_rank(mode):
+    """Rank 1 raises mid-decoding, or on the very last token (when rank 0 has nothing left to decode); rank 0 must
+    raise too, long before the 600 s gloo timeout. Plain processes (no torchrun agent that would kill the survivors)
+    so each rank's own exit is observed."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
-    procs = [subprocess.Popen([sys.executable, WORKER, "fail"], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+    procs = [subprocess.Popen([sys.executable, WORKER, mode], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
     try:
         outputs = [p.communicate(timeout=LAUNCH_TIMEOUT_S)[0] for p in procs]
