@@ -15,3 +15,7 @@ def one_thread_for_tiny_models():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-long", action="store_true", help="run 5,000 fuzz cases (tests/test_fuzz.py)")

@@ -2,12 +2,11 @@
 of an accepted chunk, stop strings, custom stopping criteria, streaming."""
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, StoppingCriteria, StoppingCriteriaList
+from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 import lade
-from tiny_models import VOCAB, random_prompt, tiny_model
+from tiny_models import VOCAB, char_tokenizer, random_prompt, tiny_model
 
 CFG = lade.LookaheadConfig(window_size=4, ngram_size=4, guess_set_size=6)
 GREEDY = dict(do_sample=False, max_new_tokens=48, eos_token_id=None)
@@ -86,18 +85,9 @@ def test_custom_stopping_criteria():
         assert torch.equal(out, plain(model, ids, stopping_criteria=crit()))
 
 
-def _char_tokenizer() -> PreTrainedTokenizerFast:
-    """A word-level tokenizer whose tokens are single characters, so stop strings can span tokens."""
-    chars = [chr(c) for c in range(ord("!"), ord("!") + VOCAB)]
-    tok = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token=chars[0]))
-    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=chars[0])
-
-
 def test_stop_strings_spanning_a_chunk():
     model = tiny_model("llama", "eager")
-    tokenizer = _char_tokenizer()
+    tokenizer = char_tokenizer()
     cases = 0
     for ids, start, k, chunk in mid_chunk_cases(model, 4):
         stop = tokenizer.decode(chunk[k - 1 : k + 1])  # two tokens straddling inside one step

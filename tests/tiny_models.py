@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 VOCAB = 96
 COMMON = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -49,3 +50,12 @@ def forward_all_rows(call, layout, past: int) -> torch.Tensor:
     batch = stack_layouts([layout])
     mask = call.attention.step_mask(batch, past, None, call.model.dtype)
     return call._logits(batch.input_ids, batch.position_ids(torch.tensor([past])), mask, None)[0]
+
+
+def char_tokenizer() -> transformers.PreTrainedTokenizerFast:
+    """A word-level tokenizer over VOCAB single characters, so that stop strings can span tokens."""
+    chars = [chr(c) for c in range(ord("!"), ord("!") + VOCAB)]
+    tok = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token=chars[0]))
+    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tok.decoder = decoders.Fuse()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=chars[0])

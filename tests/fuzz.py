@@ -1,0 +1,197 @@
+"""A differential fuzzer: random cases (model, attention path, lookahead config, prompts, generation arguments,
+batches, caches, encoder-decoder models) decoded by lade and by plain `model.generate`; the outputs must be equal.
+
+Every case is a pure function of its seed: `case(seed)` draws it, `run(case)` decodes it both ways and returns a
+failure description or None. `python tests/fuzz.py SEED` reruns one case and prints it.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import torch
+from transformers.cache_utils import DynamicCache
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
+
+import lade
+from tiny_models import VOCAB, char_tokenizer, random_prompt, tiny_model
+from tiny_seq2seq import tiny_seq2seq
+
+ARCHS = ("llama", "gpt2", "qwen2", "qwen3", "gpt_neox", "phi3", "olmo2", "granite", "stablelm", "mistral")
+FAMILIES = ("bart", "mbart", "marian", "pegasus", "t5", "mt5", "umt5")
+KINDS = ("single", "single", "single", "batch", "prefix_cache", "continue", "encoder_decoder")
+PAD = 0
+
+
+@dataclass
+class Case:
+    seed: int
+    kind: str
+    model: tuple  # (arch or family, attn_implementation, position table size or None)
+    config: dict[str, Any]
+    prompts: list[tuple[int, int, bool]]  # (seed, length, with a repeated span)
+    generate: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # stop strings, a custom criterion, the cache prefix length
+
+
+class SumAbove(StoppingCriteria):
+    """Stops a row once the sum of its last 3 tokens passes `limit` (a custom criterion without eos_token_id)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return input_ids[:, -3:].sum(-1) > self.limit
+
+
+def _config(rng: random.Random, sampling: bool) -> dict[str, Any]:
+    """Random valid LookaheadConfig fields (pool-only configs included)."""
+    while True:
+        fields = dict(window_size=rng.choice([0, 0, 1, 2, 3, 5, 7]), ngram_size=rng.randint(2, 6),
+                      guess_set_size=rng.choice([0, 1, 2, 4, 8]), pool_from_prompt=rng.random() < 0.8,
+                      pool_from_output=rng.random() < 0.8, pool_match_tokens=rng.choice([1, 1, 2]),
+                      attention=rng.choice(["auto", "auto", "mask", "split", "flex"]), seed=rng.randint(0, 9),
+                      enabled=rng.random() < 0.95)
+        if rng.random() < 0.3:
+            fields["pool_capacity"] = fields["guess_set_size"] + rng.randint(1, 8)
+        if sampling:
+            fields["sampling_seed"] = rng.randint(0, 99)
+        try:
+            lade.LookaheadConfig(**fields)
+        except ValueError:
+            continue
+        return fields
+
+
+def _generate_kwargs(rng: random.Random, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    kw: dict[str, Any] = dict(max_new_tokens=rng.randint(1, 40), pad_token_id=PAD)
+    extras: dict[str, Any] = {}
+    kw["eos_token_id"] = rng.choice([None, None, rng.randint(3, VOCAB - 1), [rng.randint(3, VOCAB - 1),
+                                                                            rng.randint(3, VOCAB - 1)]])
+    if rng.random() < 0.2:
+        kw.update(do_sample=True, top_k=1)  # sampling whose every node has one token of probability 1: greedy output
+    else:
+        kw["do_sample"] = False
+    for name, value in (("repetition_penalty", 1.3), ("no_repeat_ngram_size", 3), ("min_new_tokens", 5),
+                        ("bad_words_ids", [[5], [7, 8]]), ("sequence_bias", {(9,): 2.0}), ("suppress_tokens", [4, 6])):
+        if rng.random() < 0.15:
+            kw[name] = value
+    if kind == "single" and rng.random() < 0.25:
+        kw.update(return_dict_in_generate=True, output_scores=rng.random() < 0.7, output_logits=rng.random() < 0.5)
+    if kind != "batch" and kind != "encoder_decoder":
+        if rng.random() < 0.15:
+            extras["stop_strings"] = [char_tokenizer().decode([rng.randint(3, VOCAB - 1), rng.randint(3, VOCAB - 1)])]
+        if rng.random() < 0.15:
+            extras["sum_above"] = rng.randint(150, 250)
+    return kw, extras
+
+
+def case(seed: int) -> Case:
+    rng = random.Random(seed)
+    kind = rng.choice(KINDS)
+    if kind == "encoder_decoder":
+        model = (rng.choice(FAMILIES), rng.choice(["eager", "sdpa"]), None)
+    else:
+        model = (rng.choice(ARCHS), rng.choice(["eager", "sdpa"]), rng.choice([None, None, None, 64]))
+    generate, extras = _generate_kwargs(rng, kind)
+    config = _config(rng, generate["do_sample"])
+    if kind == "encoder_decoder":
+        config["attention"] = rng.choice(["auto", "mask"])
+    rows = rng.randint(2, 4) if kind == "batch" else 1
+    prompts = [(rng.randint(0, 10**6), rng.randint(1 if kind != "prefix_cache" else 4, 40), rng.random() < 0.7)
+               for _ in range(rows)]
+    if kind == "prefix_cache":
+        extras["cached"] = rng.randint(1, prompts[0][1] - 1)
+    if model[2] is not None:  # keep the whole run inside the position table
+        generate["max_new_tokens"] = min(generate["max_new_tokens"], model[2] - max(p[1] for p in prompts) - 1)
+        generate["max_new_tokens"] = max(generate["max_new_tokens"], 1)
+    return Case(seed, kind, model, config, prompts, generate, extras)
+
+
+@lru_cache(maxsize=64)
+def _model(spec: tuple):
+    name, attn, table = spec
+    if name in FAMILIES:
+        return tiny_seq2seq(name, attn)
+    extra = {} if table is None else dict(max_position_embeddings=table)
+    return tiny_model(name, attn, **({"sliding_window": None} if name == "mistral" else {}), **extra)
+
+
+def _inputs(case: Case) -> tuple[torch.Tensor, torch.Tensor]:
+    prompts = [random_prompt(seed, length=length, repeat=repeat)[0] for seed, length, repeat in case.prompts]
+    return lade.left_pad(prompts, PAD)
+
+
+def _kwargs(case: Case) -> dict[str, Any]:
+    kw = dict(case.generate)
+    if "stop_strings" in case.extras:
+        kw.update(stop_strings=case.extras["stop_strings"], tokenizer=char_tokenizer())
+    if "sum_above" in case.extras:
+        kw["stopping_criteria"] = StoppingCriteriaList([SumAbove(case.extras["sum_above"])])
+    return kw
+
+
+def _prefix(model, ids: torch.Tensor, length: int) -> DynamicCache:
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(ids[:, :length], cache=cache, use_cache=True)
+    return cache
+
+
+def _both(model, ids, mask, config, kw, **extra):
+    want = model.generate(ids, attention_mask=mask, **kw, **extra.get("plain", {}))
+    got = lade.generate(model, ids, config, attention_mask=mask, **kw, **extra.get("lade", {}))
+    return got, want
+
+
+def run(case: Case) -> str | None:
+    """Decode `case` with lade and with plain generate; a description of the first difference, or None."""
+    torch.manual_seed(case.seed)
+    model = _model(case.model)
+    config = lade.LookaheadConfig(**case.config)
+    ids, mask = _inputs(case)
+    kw = _kwargs(case)
+    if case.kind == "prefix_cache":
+        n = case.extras["cached"]
+        got, want = _both(model, ids, mask, config, kw, plain={"cache": _prefix(model, ids, n)},
+                          lade={"cache": _prefix(model, ids, n)})
+    elif case.kind == "continue":
+        first = dict(kw, return_dict_in_generate=True)
+        got, want = _both(model, ids, mask, config, first)
+        if not torch.equal(got.sequences, want.sequences):
+            return f"first part differs:\n  lade  {got.sequences.tolist()}\n  plain {want.sequences.tolist()}"
+        if got.cache.get_seq_length() != want.cache.get_seq_length():
+            return f"returned cache holds {got.cache.get_seq_length()} tokens, plain {want.cache.get_seq_length()}"
+        more = dict(do_sample=False, max_new_tokens=8, eos_token_id=None, pad_token_id=PAD)
+        seq = want.sequences
+        got = model.generate(seq, attention_mask=torch.ones_like(seq), cache=got.cache, **more)
+        want = model.generate(seq, attention_mask=torch.ones_like(seq), cache=want.cache, **more)
+    else:
+        got, want = _both(model, ids, mask, config, kw)
+    return _difference(got, want)
+
+
+def _difference(got, want) -> str | None:
+    if isinstance(want, torch.Tensor):
+        return None if torch.equal(got, want) else f"sequences differ:\n  lade  {got.tolist()}\n  plain {want.tolist()}"
+    if not torch.equal(got.sequences, want.sequences):
+        return f"sequences differ:\n  lade  {got.sequences.tolist()}\n  plain {want.sequences.tolist()}"
+    for name in ("scores", "logits"):
+        ours, theirs = getattr(got, name), getattr(want, name)
+        if (ours is None) != (theirs is None) or (ours is not None and len(ours) != len(theirs)):
+            return f"{name}: lade {None if ours is None else len(ours)} entries, plain {None if theirs is None else len(theirs)}"
+        for i, (a, b) in enumerate(zip(ours or (), theirs or ())):
+            finite = torch.isfinite(b)
+            if not torch.equal(finite, torch.isfinite(a)) or not torch.allclose(a[finite], b[finite], atol=1e-4, rtol=1e-4):
+                return f"{name}[{i}] differ"
+    return None
+
+
+if __name__ == "__main__":
+    drawn = case(int(sys.argv[1]))
+    print(drawn)
+    print(run(drawn) or "lade == plain generate")
