@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 ATTENTION_PATHS = ("auto", "mask", "split", "flex")
+DRAFTS = ("lookahead", "retrieval", "recycling", "merged")
 MAX_STEP_TOKENS = 4096  # most tokens one step may feed: 1 + (W + G)(N - 1); beyond it a step is a prefill, not a guess
 
 
@@ -12,8 +13,19 @@ MAX_STEP_TOKENS = 4096  # most tokens one step may feed: 1 + (W + G)(N - 1); bey
 class LookaheadConfig:
     """Parameters of lookahead decoding.
 
-    window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level). 0 drops the window:
-        only n-grams from the prompt and the output are verified (prompt-lookup style, the cheapest steps).
+    draft: what proposes each step's candidates (lade/drafters/):
+        "lookahead" (the paper's): the Jacobi window and the n-gram pool, G continuations of the last token per step;
+        "retrieval": continuations of the longest suffix of the output seen before in the prompt, output or source;
+        "recycling": a tree of successors from the model's own top-k predictions at every row of earlier steps;
+        "merged": retrieval, recycling and (with window_size > 0) the window's n-grams in one tree.
+        The last three plan a tree of at most `step_budget` nodes by estimated acceptance.
+    adaptive: (retrieval, recycling, merged) cut each step's tree where the expected tokens per second of this
+        model on this device peak, down to a plain one-token step; what `lade.auto_config` returns.
+    step_budget: most draft nodes a step of the retrieval, recycling or merged drafts feeds.
+    recycling_width: successors kept per token for recycling (the adjacency table's k).
+    window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level); default 5 for the
+        lookahead draft, 0 (no window) for the others. With draft="lookahead", 0 drops the window: only n-grams from
+        the prompt and the output are verified (prompt-lookup style, the cheapest steps).
     ngram_size (N): length of the n-grams collected and verified; the window keeps N-1 levels.
     guess_set_size (G): most candidate continuations verified per step.
     pool_capacity: continuations the pool keeps per key (None: G, the reference behaviour). Above G, the G
@@ -43,7 +55,7 @@ class LookaheadConfig:
         `lade.auto_config` returns when no lookahead config is predicted to beat plain decoding.
     """
 
-    window_size: int = 5
+    window_size: int | None = None
     ngram_size: int = 4
     guess_set_size: int = 5
     pool_from_prompt: bool = True
@@ -55,23 +67,40 @@ class LookaheadConfig:
     sampling_seed: int | None = None
     sample_window: bool = False
     enabled: bool = True
+    draft: str = "lookahead"
+    adaptive: bool = False
+    step_budget: int = 16
+    recycling_width: int = 8
 
     def __post_init__(self) -> None:
+        if self.draft not in DRAFTS:
+            raise ValueError(f"draft must be one of {DRAFTS}, got {self.draft!r}")
+        if self.window_size is None:
+            object.__setattr__(self, "window_size", 5 if self.draft == "lookahead" else 0)
         _check_int("window_size", self.window_size, 0, 1024)
+        _check_int("step_budget", self.step_budget, 1, 1024)
+        _check_int("recycling_width", self.recycling_width, 1, 64)
+        if self.draft in ("retrieval", "recycling") and self.window_size:
+            raise ValueError(f"draft={self.draft!r} drafts alone, without the Jacobi window: set window_size=0, or "
+                             "draft='merged' to combine the window with retrieval and recycling")
+        if self.adaptive and self.draft == "lookahead":
+            raise ValueError("adaptive steps plan a tree by estimated acceptance: use draft='merged' (or 'retrieval' "
+                             "/ 'recycling') with adaptive=True")
         _check_int("ngram_size", self.ngram_size, 2, 64)
         _check_int("guess_set_size", self.guess_set_size, 0, 1024)
         _check_int("seed", self.seed, 0, 2**63 - 1)
         if self.pool_capacity is not None:
             _check_int("pool_capacity", self.pool_capacity, max(self.guess_set_size, 1), 1 << 16)
         _check_int("pool_match_tokens", self.pool_match_tokens, 1, 2)
-        if self.window_size == 0 and (self.guess_set_size == 0 or not (self.pool_from_prompt or self.pool_from_output)):
+        if self.draft == "lookahead" and self.window_size == 0 and (
+                self.guess_set_size == 0 or not (self.pool_from_prompt or self.pool_from_output)):
             raise ValueError(
                 "window_size=0 leaves only the n-gram pool, so it needs guess_set_size >= 1 and pool_from_prompt or "
                 "pool_from_output; for plain decoding use LookaheadConfig(enabled=False)"
             )
         if self.sampling_seed is not None:
             _check_int("sampling_seed", self.sampling_seed, 0, 2**63 - 1)
-        for name in ("pool_from_prompt", "pool_from_output", "sample_window", "enabled"):
+        for name in ("pool_from_prompt", "pool_from_output", "sample_window", "enabled", "adaptive"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_PATHS:
@@ -79,8 +108,8 @@ class LookaheadConfig:
         if self.max_step_tokens() > MAX_STEP_TOKENS:
             raise ValueError(
                 f"LookaheadConfig(window_size={self.window_size}, ngram_size={self.ngram_size}, guess_set_size="
-                f"{self.guess_set_size}) feeds up to {self.max_step_tokens()} tokens per step (1 + (W + G)(N - 1)), "
-                f"above lade's limit of {MAX_STEP_TOKENS}: reduce window_size, guess_set_size or ngram_size"
+                f"{self.guess_set_size}, draft={self.draft!r}) feeds up to {self.max_step_tokens()} tokens per step, "
+                f"above lade's limit of {MAX_STEP_TOKENS}: reduce window_size, guess_set_size, ngram_size or step_budget"
             )
 
     @property
@@ -103,13 +132,46 @@ class LookaheadConfig:
         return cls(window_size=w, ngram_size=n, guess_set_size=g, **fields)
 
     @property
+    def label(self) -> str:
+        """Names the config in results: its key "N,W,G[,C,M]" for the lookahead draft, else e.g.
+        "merged/16/adaptive" (draft, step budget, with ",w=W" for a window)."""
+        if not self.enabled:
+            return "plain"
+        if self.draft == "lookahead":
+            return ",".join(map(str, self.key))
+        window = f",w={self.window_size}" if self.window_size else ""
+        return f"{self.draft}/{self.step_budget}{window}{'/adaptive' if self.adaptive else ''}"
+
+    @classmethod
+    def from_label(cls, label: str, **fields) -> "LookaheadConfig":
+        """Inverse of `label`: "N,W,G[,C,M]", "plain", or "DRAFT/BUDGET[,w=W][/adaptive]"."""
+        if label == "plain":
+            return cls(enabled=False, **fields)
+        head, _, rest = label.partition("/")
+        if not rest:
+            parts = head.split(",")
+            if not all(p.strip().isdigit() for p in parts):
+                raise ValueError(f"a config label is 'N,W,G', 'N,W,G,C,M', 'plain' or 'DRAFT/BUDGET[,w=W][/adaptive]' "
+                                 f"(e.g. 4,5,5 or merged/16/adaptive), got {label!r}")
+            return cls.from_key(tuple(int(p) for p in parts), **fields)
+        budget, _, mode = rest.partition("/")
+        budget, _, window = budget.partition(",w=")
+        if not budget.isdigit() or (window and not window.isdigit()) or mode not in ("", "adaptive"):
+            raise ValueError(f"a draft label is DRAFT/BUDGET[,w=W][/adaptive], e.g. merged/16,w=4/adaptive; got "
+                             f"{label!r}")
+        return cls(draft=head, step_budget=int(budget), window_size=int(window or 0), adaptive=mode == "adaptive",
+                   **fields)
+
+    @property
     def levels(self) -> int:
         """Number of Jacobi levels kept in the window (N - 1)."""
         return self.ngram_size - 1
 
     def max_step_tokens(self) -> int:
-        """Upper bound of the tokens fed in one steady step: 1 + W(N-1) + G(N-1)."""
-        return 1 + (self.window_size + self.guess_set_size) * self.levels
+        """Upper bound of the tokens fed in one steady step: 1 + W(N-1) + G(N-1) for the lookahead draft, 1 + W(N-1)
+        + step_budget for the others."""
+        guesses = self.guess_set_size * self.levels if self.draft == "lookahead" else self.step_budget
+        return 1 + self.window_size * self.levels + guesses
 
     def to_dict(self) -> dict:
         return asdict(self)

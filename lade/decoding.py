@@ -22,7 +22,8 @@ from .auto import resolve_config
 from .cache import crop, self_attention_cache
 from .checks import check_generation
 from .config import LookaheadConfig
-from .drafters import LookaheadDrafter
+from .cost import HOST_S, latency_profile
+from .drafters import make_drafter
 from .encoder_decoder import model_call, new_cache
 from .loop import Run, decode
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
@@ -69,16 +70,20 @@ def lookahead_generate(
     pads, config = strategy.setup(
         lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
                                  bool(synced_gpus or caller.get("synced_gpus")), streamer, caller.get("assistant_model")),
-        lambda: resolve_config(lookahead_config, gen, model),
+        lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts),
     )
 
     # 2. the rows, the model call and how tokens are chosen
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
+    latency = latency_profile(model) if config.adaptive and config.enabled else None
+    vocab = model.get_output_embeddings().out_features if model.get_output_embeddings() is not None else \
+        model.config.get_text_config(decoder=True).vocab_size
     rows = [Row(b, pads[b], input_ids[b : b + 1], input_ids.shape[1],
-                LookaheadDrafter(config, input_ids[b, pads[b] :], source), _row_processors(processors, b),
-                strategy.stats_type(), [] if keep_scores else None, [] if keep_logits else None)
+                make_drafter(config, input_ids[b, pads[b] :], source, vocab, latency, HOST_S),
+                _row_processors(processors, b), strategy.stats_type(), [] if keep_scores else None,
+                [] if keep_logits else None)
             for b in range(input_ids.shape[0])]
     attention_mask = model_kwargs.get("attention_mask") if any(pads) else None
     run = Run(model_call(model, cache, model_kwargs, config.attention), cache,

@@ -12,6 +12,7 @@ rank): `root_row` is then the last token's row, and the rows before it are fed c
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -100,8 +101,9 @@ class BatchLayout:
     offsets: torch.Tensor  # [B, Q]
     visible: torch.Tensor  # [B, Q, Q] bool
     real: torch.Tensor | None  # [B, Q] bool, False for dummy tokens (None: no dummies)
-    kept: torch.Tensor  # [K] step rows whose logits are computed
+    kept: torch.Tensor  # [K] step rows whose logits are computed (ascending)
     lookup: list[int]  # [Q] index into kept, -1 where a row's logits are not kept
+    kept_rows: list[int]  # kept, on the host
 
     @property
     def size(self) -> int:
@@ -113,6 +115,10 @@ class BatchLayout:
 
     def kept_index(self, rows: list[int]) -> list[int]:
         return [self.lookup[r] for r in rows]
+
+    def kept_real(self, b: int) -> int:
+        """How many kept rows are row b's own tokens (the rest of kept are its dummy tokens): a prefix of kept."""
+        return bisect.bisect_left(self.kept_rows, self.rows[b].size)
 
 
 def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
@@ -126,7 +132,7 @@ def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
     kept = torch.tensor(wanted, device=device)  # [K]
     if len(layouts) == 1:
         (one,) = layouts
-        return BatchLayout(layouts, one.input_ids, one.offsets[None], one.visible[None], None, kept, lookup)
+        return BatchLayout(layouts, one.input_ids, one.offsets[None], one.visible[None], None, kept, lookup, wanted)
     batch = len(layouts)
     input_ids = torch.empty(batch, q_max, dtype=torch.long, device=device)  # [B, Q]
     offsets = torch.zeros(batch, q_max, dtype=torch.long, device=device)  # [B, Q]
@@ -139,7 +145,7 @@ def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
         offsets[b, :q] = layout.offsets
         visible[b, :q, :q] = layout.visible
         real[b, :q] = True
-    return BatchLayout(layouts, input_ids, offsets, visible, real, kept, lookup)
+    return BatchLayout(layouts, input_ids, offsets, visible, real, kept, lookup, wanted)
 
 
 def step_visibility(batch: BatchLayout, cache_visible: torch.Tensor | None) -> torch.Tensor:

@@ -82,14 +82,15 @@ def step(run: Run, active: list[Row]) -> list[Row]:
         logits = run.call.step(batch, first_positions, past, _cache_visibility(active, past, run.device))  # [B, K, V]
     # 2c. per row: verify the tree, agree on it (across ranks), let the drafter observe, emit
     starts, keeps, emitted = [], [], 0
-    for row, layout, row_logits in zip(active, layouts, logits):
+    for b, (row, layout, row_logits) in enumerate(zip(active, layouts, logits)):
         tree_rows = batch.kept_index([layout.root_row, *range(layout.tree_start, layout.size)])
         tree_logits = row_logits[tree_rows]  # [1 + T, V]: the root, then tree node n at 1 + n
         acc = run.strategy.verify(run.choose, layout, tree_logits, row, run.keep_scores)
         top = row_logits[batch.kept_index(layout.top_rows)] if layout.top_rows else None  # [W, V]
         level = run.choose.window_level(top, row.ids, row.processors) if top is not None else None
         tokens, level, verified = run.strategy.agree(acc, level)
-        row.drafter.observe(Outcome(tokens, level))
+        real = batch.kept_real(b)
+        row.drafter.observe(Outcome(tokens, level, batch.input_ids[b, batch.kept[:real]], row_logits[:real]))
         starts.append(row.cached)
         keeps.append([*range(layout.root_row + 1), *(layout.tree_start + n for n in acc.path[:verified])])
         row.cached += len(keeps[-1])

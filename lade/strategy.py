@@ -21,6 +21,7 @@ from .verify import Acceptance
 
 class LocalStrategy:
     returns_cache = True  # the returned cache holds exactly the returned sequence but its last token
+    adaptive_drafts = True  # "auto" may pick drafters that learn from this process's logits and timings
     stats_type = LookaheadStats
 
     def setup(self, check, resolve) -> tuple:

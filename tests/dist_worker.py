@@ -90,6 +90,7 @@ def errors(rank: int) -> None:
     expect_error("window_size=1 cannot be sharded across 2 ranks", lambda: run(cfg=lade.LookaheadConfig(1, 3, 2)))
     expect_error("ranks disagree on prompt_length", lambda: run(ids=random_prompt(3, length=20 + rank)))
     expect_error("ranks disagree on lookahead_config", lambda: run(cfg=lade.LookaheadConfig(4, 3, 4 + rank)))
+    expect_error("draft='lookahead'", lambda: run(cfg=lade.LookaheadConfig(draft="merged")))
     sampled_window = lade.LookaheadConfig(4, 3, 4, sample_window=True)
     expect_error("set sample_window=False", lambda: run(cfg=sampled_window, do_sample=True))
     shard_error = "cannot be sharded" if rank == 1 else "rank(s) [1] refused their inputs"

@@ -25,6 +25,7 @@ ARCHS = ("llama", "gpt2", "qwen2", "qwen3", "gpt_neox", "phi3", "olmo2", "granit
 FAMILIES = ("bart", "mbart", "marian", "pegasus", "t5", "mt5", "umt5")
 KINDS = ("single", "single", "single", "batch", "prefix_cache", "continue", "encoder_decoder")
 PAD = 0
+CONTINUATION = 8  # tokens plain generate continues with from a returned cache
 
 
 @dataclass
@@ -51,11 +52,17 @@ class SumAbove(StoppingCriteria):
 def _config(rng: random.Random, sampling: bool) -> dict[str, Any]:
     """Random valid LookaheadConfig fields (pool-only configs included)."""
     while True:
+        draft = rng.choice(["lookahead", "lookahead", "lookahead", "retrieval", "recycling", "merged"])
         fields = dict(window_size=rng.choice([0, 0, 1, 2, 3, 5, 7]), ngram_size=rng.randint(2, 6),
                       guess_set_size=rng.choice([0, 1, 2, 4, 8]), pool_from_prompt=rng.random() < 0.8,
                       pool_from_output=rng.random() < 0.8, pool_match_tokens=rng.choice([1, 1, 2]),
                       attention=rng.choice(["auto", "auto", "mask", "split", "flex"]), seed=rng.randint(0, 9),
-                      enabled=rng.random() < 0.95)
+                      enabled=rng.random() < 0.95, draft=draft)
+        if draft != "lookahead":
+            fields.update(adaptive=rng.random() < 0.5, step_budget=rng.choice([1, 4, 8, 16, 32]),
+                          recycling_width=rng.choice([1, 4, 8]))
+            if draft != "merged":
+                fields["window_size"] = 0
         if rng.random() < 0.3:
             fields["pool_capacity"] = fields["guess_set_size"] + rng.randint(1, 8)
         if sampling:
@@ -102,13 +109,14 @@ def case(seed: int) -> Case:
     if kind == "encoder_decoder":
         config["attention"] = rng.choice(["auto", "mask"])
     rows = rng.randint(2, 4) if kind == "batch" else 1
-    prompts = [(rng.randint(0, 10**6), rng.randint(1 if kind != "prefix_cache" else 4, 40), rng.random() < 0.7)
+    longest = 30 if kind == "continue" and model[2] is not None else 40
+    prompts = [(rng.randint(0, 10**6), rng.randint(1 if kind != "prefix_cache" else 4, longest), rng.random() < 0.7)
                for _ in range(rows)]
     if kind == "prefix_cache":
         extras["cached"] = rng.randint(1, prompts[0][1] - 1)
-    if model[2] is not None:  # keep the whole run inside the position table
-        generate["max_new_tokens"] = min(generate["max_new_tokens"], model[2] - max(p[1] for p in prompts) - 1)
-        generate["max_new_tokens"] = max(generate["max_new_tokens"], 1)
+    if model[2] is not None:  # keep the whole run (and a continuation) inside the position table
+        room = model[2] - max(p[1] for p in prompts) - 1 - (CONTINUATION if kind == "continue" else 0)
+        generate["max_new_tokens"] = max(1, min(generate["max_new_tokens"], room))
     return Case(seed, kind, model, config, prompts, generate, extras)
 
 
@@ -166,7 +174,7 @@ def run(case: Case) -> str | None:
             return f"first part differs:\n  lade  {got.sequences.tolist()}\n  plain {want.sequences.tolist()}"
         if got.cache.get_seq_length() != want.cache.get_seq_length():
             return f"returned cache holds {got.cache.get_seq_length()} tokens, plain {want.cache.get_seq_length()}"
-        more = dict(do_sample=False, max_new_tokens=8, eos_token_id=None, pad_token_id=PAD)
+        more = dict(do_sample=False, max_new_tokens=CONTINUATION, eos_token_id=None, pad_token_id=PAD)
         seq = want.sequences
         got = model.generate(seq, attention_mask=torch.ones_like(seq), cache=got.cache, **more)
         want = model.generate(seq, attention_mask=torch.ones_like(seq), cache=want.cache, **more)

@@ -50,6 +50,7 @@ class ParallelStats(LookaheadStats):
 
 class ParallelStrategy(LocalStrategy):
     returns_cache = False  # a rank's cache lacks the accepted tokens verified on other ranks
+    adaptive_drafts = False  # every rank must draft alike: no drafter that learns from one rank's logits or timings
 
     def __init__(self, model, input_ids: torch.Tensor, gen, processors, model_kwargs: dict, requested_config) -> None:
         self.rank, self.world = require_group()

@@ -8,9 +8,29 @@ drafting idea is a new drafter, never a new loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
 from .base import Draft, Drafter, Outcome
 from .lookahead import LookaheadDrafter
+from .merged import PlanningDrafter
 from .pool import NGramPool
 from .window import LookaheadWindow
 
-__all__ = ["Draft", "Drafter", "LookaheadDrafter", "LookaheadWindow", "NGramPool", "Outcome"]
+if TYPE_CHECKING:
+    from ..config import LookaheadConfig
+
+
+def make_drafter(config: LookaheadConfig, prompt: torch.Tensor, source: torch.Tensor | None, vocab_size: int,
+                 latency: Callable[[float], float] | None = None, host_s: float = 0.0) -> Drafter:
+    """The drafter of `config` for one row: prompt [P] (no padding), source [S] (encoder-decoder models);
+    latency: q -> seconds of a q-token step (adaptive drafts)."""
+    if config.draft == "lookahead" or not config.enabled:
+        return LookaheadDrafter(config, prompt, source)
+    return PlanningDrafter(config, prompt, source, vocab_size, latency, host_s)
+
+
+__all__ = ["Draft", "Drafter", "LookaheadDrafter", "LookaheadWindow", "NGramPool", "Outcome", "PlanningDrafter",
+           "make_drafter"]

@@ -30,11 +30,14 @@ class Draft:
 
 @dataclass
 class Outcome:
-    """What a step produced for one row: the tokens it accepted (drafts, then the model's own next token) and the
-    window's next Jacobi level [W] (None when no window was fed)."""
+    """What a step produced for one row: the tokens it accepted (drafts, then the model's own next token), the
+    window's next Jacobi level [W] (None when no window was fed), and the step's kept rows: the token fed at each
+    (inputs [K]) and the model's logits there ([K, V]: its prediction of the token after it, in that row's context)."""
 
     accepted: list[int]
     next_level: torch.Tensor | None
+    inputs: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
 
 class Drafter(Protocol):

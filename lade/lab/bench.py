@@ -91,6 +91,11 @@ class Method:
         return cls(f"lade({','.join(map(str, key))})", "lade", LookaheadConfig.from_key(key))
 
     @classmethod
+    def from_label(cls, label: str) -> "Method":
+        """lade with a config label (LookaheadConfig.label, e.g. "4,5,5" or "merged/16/adaptive"), named lade(label)."""
+        return cls(f"lade({label})", "lade", LookaheadConfig.from_label(label))
+
+    @classmethod
     def auto(cls, task: str = "mixed") -> "Method":
         """Lookahead with the (N, W, G) lade.cost chooses for the model and device (resolved before timing)."""
         return cls("lade-auto" if task == "mixed" else f"lade-auto({task})", "lade", f"auto:{task}")
@@ -105,7 +110,8 @@ class Method:
 
     @classmethod
     def parse(cls, spec: str) -> "Method":
-        """'greedy', 'auto' / 'auto:TASK', 'pld' / 'pld:K', 'lade:N,W,G' (as in the CLI)."""
+        """'greedy', 'auto' / 'auto:TASK', 'pld' / 'pld:K', 'lade:LABEL' (a LookaheadConfig label: 'N,W,G[,C,M]' or
+        'DRAFT/BUDGET[,w=W][/adaptive]'), as in the CLI."""
         head, _, arg = spec.strip().partition(":")
         if head == "greedy" and not arg:
             return cls.greedy()
@@ -114,15 +120,14 @@ class Method:
         if head == "pld":
             return cls.prompt_lookup(int(arg) if arg else 10)
         if head == "lade" and arg:
-            return cls.from_key(parse_config(arg))
-        raise ValueError(f"unknown method {spec!r}: use greedy, auto, auto:TASK, pld, pld:K or lade:N,W,G[,C,M]")
+            return cls.from_label(arg)
+        raise ValueError(f"unknown method {spec!r}: use greedy, auto, auto:TASK, pld, pld:K, lade:N,W,G[,C,M] or "
+                         "lade:DRAFT/BUDGET[,w=W][/adaptive]")
 
     def config_label(self) -> str:
-        """'N,W,G[,C,M]' (the config's key) of a resolved lookahead config, 'plain' if disabled, '' for others."""
-        c = self.lookahead
-        if isinstance(c, LookaheadConfig):
-            return ",".join(map(str, c.key)) if c.enabled else "plain"
-        return ""
+        """The resolved config's label (LookaheadConfig.label: 'N,W,G[,C,M]', 'plain', 'merged/16/adaptive', ...), ''
+        for methods that are not lade."""
+        return self.lookahead.label if isinstance(self.lookahead, LookaheadConfig) else ""
 
     def resolved(self, model) -> "Method":
         """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`."""

@@ -1,0 +1,96 @@
+"""The planning drafter: retrieval, token recycling and the Jacobi window's n-grams merged into one candidate tree
+per step, planned by estimated acceptance (planner.py), alone or together (LookaheadConfig.draft), with a fixed
+budget of nodes or cut where the expected tokens per second peak (LookaheadConfig.adaptive)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from .acceptance import AcceptanceStats
+from .acceptance_prior import PRIOR
+from .base import Draft, Outcome
+from .planner import Kind, Lead, Plan, plan_tree
+from .pool import NGramPool
+from .recycling import AdjacencyTable
+from .retrieval import SuffixIndex
+from .window import LookaheadWindow
+
+if TYPE_CHECKING:
+    from ..config import LookaheadConfig
+
+RETRIEVALS = 4  # distinct retrieved continuations per source and step
+MATCH_BUCKETS = (1, 2, 4, 8, 16)  # a match of length m falls in the first bucket >= m (longer: the last + 1)
+
+
+def match_bucket(length: int) -> int:
+    return next((i for i, top in enumerate(MATCH_BUCKETS) if length <= top), len(MATCH_BUCKETS))
+
+
+def retrieval_kind(match: int, depth: int) -> Kind:
+    """A retrieved token `depth` tokens into a continuation whose match had length `match`: once its parent is
+    accepted, the copy has matched match + depth tokens."""
+    return ("retrieval", match_bucket(match + depth), min(depth, 1))
+
+
+def recycling_kind(rank: int, depth: int) -> Kind:
+    return ("recycling", rank, min(depth, 2))
+
+
+def pool_kind(depth: int) -> Kind:
+    return ("pool", min(depth, 2))
+
+
+def prior_rates() -> dict[Kind, float]:
+    """Acceptance rates standing in until a sequence has its own counts (measured: lade/drafters/acceptance_prior.py)."""
+    return {kind: rate for kind, (rate, _) in PRIOR.items()}
+
+
+class PlanningDrafter:
+    def __init__(self, config: LookaheadConfig, prompt: torch.Tensor, source: torch.Tensor | None, vocab_size: int,
+                 latency: Callable[[float], float] | None = None, host_s: float = 0.0) -> None:
+        """prompt: [P] the row's prompt; source: [S] an encoder-decoder model's source; latency: q -> seconds of a
+        step feeding q tokens (with `config.adaptive`)."""
+        self.budget = config.step_budget
+        self.index = SuffixIndex() if config.draft in ("retrieval", "merged") else None
+        self.source = None
+        if self.index is not None and source is not None:
+            self.source = SuffixIndex()
+            self.source.extend(source.tolist())
+        self.table = AdjacencyTable(vocab_size, config.recycling_width) if config.draft in ("recycling", "merged") \
+            else None
+        self.window = LookaheadWindow.for_config(prompt, config)
+        self.pool = NGramPool(config.ngram_size, config.guess_set_size) if self.window.width else None
+        self.stats = AcceptanceStats(prior_rates())
+        self.plan = Plan()
+        window_tokens = self.window.width * (config.ngram_size - 1)
+        self.cost = None
+        if config.adaptive:
+            self.cost = lambda m: latency(1 + window_tokens + m) + (host_s if m else 0.0)
+
+    def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
+        leads = []
+        if self.index is not None:
+            self.index.extend(ids[len(self.index.tokens) :].tolist())
+            tail = self.index.tokens
+            for index in (self.index, self.source):
+                if index is not None:
+                    leads += [Lead(tokens, tuple(retrieval_kind(match, d) for d in range(len(tokens))))
+                              for tokens, match in index.continuations(tail, RETRIEVALS, self.budget)]
+            last = tail[-1]
+        else:
+            last = int(ids[-1])
+        if self.pool is not None:
+            leads += [Lead(tokens, tuple(pool_kind(d) for d in range(len(tokens))))
+                      for tokens in self.pool.candidates(last)]
+        self.plan = plan_tree(last, leads, self.table, recycling_kind, self.stats, self.budget, self.cost)
+        return Draft(self.window.levels, self.plan.candidates)
+
+    def observe(self, outcome: Outcome) -> None:
+        self.plan.record(outcome.accepted, self.stats)
+        if self.table is not None and outcome.inputs is not None:
+            self.table.update(outcome.inputs, outcome.logits)
+        if self.pool is not None and outcome.next_level is not None:
+            self.pool.add_all(self.window.advance(outcome.next_level))

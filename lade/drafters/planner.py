@@ -1,0 +1,100 @@
+"""Planning one step's candidate tree from several drafters: best-first by estimated acceptance, cut where the
+expected tokens per second peak.
+
+Every drafted node carries the probability that it is accepted given that its parent is (its kind's running
+acceptance rate, lade.drafters.acceptance); the probability that the whole path to it is accepted is the product
+along the path, so it never grows down a path, and taking nodes in decreasing path probability always yields a
+tree. A step feeding m nodes is expected to emit 1 + (sum of their path probabilities) tokens (the model's own
+next token always comes); with latency(q) the device's step latency, the planner feeds the m that maximises
+expected tokens / (latency(1 + m + window) + host time), m = 0 being a plain one-token step (`adaptive`), or every
+node up to the budget (a fixed budget).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+from .acceptance import AcceptanceStats
+from .recycling import AdjacencyTable
+
+Kind = Hashable
+
+
+@dataclass
+class Lead:
+    """A drafter's guess of the tokens after some node: `tokens` in order, each of kind kinds[i]."""
+
+    tokens: tuple[int, ...]
+    kinds: tuple[Kind, ...]
+
+
+@dataclass
+class PlannedNode:
+    path: tuple[int, ...]  # tokens from the root's child down to this node
+    kinds: set[Kind]  # the drafters (with their buckets) that proposed it
+    path_probability: float
+
+
+@dataclass
+class Plan:
+    nodes: list[PlannedNode] = field(default_factory=list)  # in the order taken (parents first)
+
+    @property
+    def candidates(self) -> list[tuple[int, ...]]:
+        """Leaf paths, parents before children: what TokenTree merges back into this tree."""
+        inner = {node.path[:-1] for node in self.nodes}
+        return [node.path for node in self.nodes if node.path not in inner]
+
+    def record(self, accepted: Sequence[int], stats: AcceptanceStats) -> None:
+        """Each node whose parent was accepted was tested: accepted iff its token is the next accepted token."""
+        for node in self.nodes:
+            depth = len(node.path) - 1
+            if tuple(accepted[:depth]) == node.path[:-1] and depth < len(accepted):
+                for kind in node.kinds:
+                    stats.record(kind, accepted[depth] == node.path[-1])
+
+
+def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None, recycling_kind: Callable[[int, int], Kind],
+              stats: AcceptanceStats, budget: int, cost: Callable[[int], float] | None) -> Plan:
+    """Best-first tree over the leads (continuations of the root) and, with a table, the recycled successors of every
+    node (recycling_kind(rank, depth) names their kind). cost: m -> seconds of a step feeding m nodes (None: take all
+    up to `budget`)."""
+    counter = 0
+    heap: list[tuple[float, int, tuple[int, ...], set[Kind], list[Lead]]] = []
+
+    def push_children(path: tuple[int, ...], probability: float, last: int, leads: Sequence[Lead]) -> None:
+        nonlocal counter
+        children: dict[int, tuple[float, set[Kind], list[Lead]]] = {}
+        for lead in leads:
+            token, kind = lead.tokens[0], lead.kinds[0]
+            p, kinds, rest = children.get(token, (0.0, set(), []))
+            kinds.add(kind)
+            if len(lead.tokens) > 1:
+                rest.append(Lead(lead.tokens[1:], lead.kinds[1:]))
+            children[token] = (max(p, stats.rate(kind)), kinds, rest)
+        if table is not None:
+            for rank, token in enumerate(table.row(last)):
+                kind = recycling_kind(rank, len(path))
+                p, kinds, rest = children.get(token, (0.0, set(), []))
+                kinds.add(kind)
+                children[token] = (max(p, stats.rate(kind)), kinds, rest)
+        total = sum(p for p, _, _ in children.values())
+        scale = 1.0 / total if total > 1.0 else 1.0  # at most one child of a node is accepted
+        for token, (p, kinds, rest) in children.items():
+            counter += 1
+            heapq.heappush(heap, (-probability * p * scale, counter, path + (token,), kinds, rest))
+
+    push_children((), 1.0, root, leads)
+    plan, expected, best, best_m = Plan(), 1.0, 1.0 / cost(0) if cost else 0.0, 0
+    while heap and len(plan.nodes) < budget:
+        negative, _, path, kinds, rest = heapq.heappop(heap)
+        plan.nodes.append(PlannedNode(path, kinds, -negative))
+        expected += -negative
+        if cost is not None and expected / cost(len(plan.nodes)) > best:
+            best, best_m = expected / cost(len(plan.nodes)), len(plan.nodes)
+        push_children(path, -negative, path[-1], rest)
+    if cost is not None:
+        plan.nodes = plan.nodes[:best_m]
+    return plan
