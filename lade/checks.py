@@ -19,8 +19,8 @@ from .verify import check_processors
 
 
 OTHER_MODES = {  # what to change to get greedy or sampled decoding
-    GenerationMode.ASSISTED_GENERATION: "lade replaces prompt lookup / assisted decoding; drop prompt_lookup_num_tokens "
-                                        "/ assistant_model",
+    GenerationMode.ASSISTED_GENERATION: "lade replaces prompt lookup / assisted decoding; drop "
+                                        "prompt_lookup_num_tokens / assistant_model",
     GenerationMode.BEAM_SEARCH: "lade does not do beam search; set num_beams=1",
     GenerationMode.BEAM_SAMPLE: "lade does not do beam search; set num_beams=1",
     GenerationMode.GROUP_BEAM_SEARCH: "lade does not do beam search; set num_beams=1 and drop num_beam_groups",
@@ -69,7 +69,8 @@ def check_token_ids(model, ids: torch.Tensor, name: str = "input_ids") -> None:
 
 def check_mask_shape(attention_mask: torch.Tensor, input_ids: torch.Tensor) -> None:
     if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != tuple(input_ids.shape):
-        shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else \
+            type(attention_mask).__name__
         raise ValueError(f"attention_mask has shape {shape}, input_ids {tuple(input_ids.shape)}: pass the mask the "
                          "tokenizer returned with these ids")
 

@@ -109,7 +109,8 @@ class LookaheadConfig:
             raise ValueError(
                 f"LookaheadConfig(window_size={self.window_size}, ngram_size={self.ngram_size}, guess_set_size="
                 f"{self.guess_set_size}, draft={self.draft!r}) feeds up to {self.max_step_tokens()} tokens per step, "
-                f"above lade's limit of {MAX_STEP_TOKENS}: reduce window_size, guess_set_size, ngram_size or step_budget"
+                f"above lade's limit of {MAX_STEP_TOKENS}: reduce window_size, guess_set_size, ngram_size or "
+                "step_budget"
             )
 
     @property

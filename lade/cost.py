@@ -90,7 +90,8 @@ def _measurement_call(model, generator: torch.Generator) -> ModelCall:
 
 def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int, ...], int]:
     """(qs, context) that fit the model's position table: steps of at most half of it, context in the rest."""
-    limit = position_limit(model) or getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+    config = model.config.get_text_config(decoder=True)
+    limit = position_limit(model) or getattr(config, "max_position_embeddings", None)
     if not limit:
         return tuple(qs), context
     fitting = tuple(q for q in qs if q <= limit // 2) or (1,)

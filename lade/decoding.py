@@ -69,7 +69,8 @@ def lookahead_generate(
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model)
     pads, config = strategy.setup(
         lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
-                                 bool(synced_gpus or caller.get("synced_gpus")), streamer, caller.get("assistant_model")),
+                                 bool(synced_gpus or caller.get("synced_gpus")), streamer,
+                                 caller.get("assistant_model")),
         lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts),
     )
 

@@ -55,4 +55,5 @@ def model_call(model, cache: Cache, model_kwargs: dict, attention: str) -> Model
     if model_kwargs.get("encoder_outputs") is None:
         raise ValueError("encoder-decoder lookahead needs the encoder_outputs that model.generate prepares; call "
                          "model.generate(..., custom_generate=lade.lookahead_generate) or lade.generate")
-    return EncoderDecoderCall(model, cache, attention, model_kwargs["encoder_outputs"], model_kwargs.get("attention_mask"))
+    return EncoderDecoderCall(model, cache, attention, model_kwargs["encoder_outputs"],
+                              model_kwargs.get("attention_mask"))

@@ -39,7 +39,8 @@ class ModelCall:
             )
         return out.logits.float()  # [B, q, V]
 
-    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, past: int = 0) -> torch.Tensor:
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                past: int = 0) -> torch.Tensor:
         """input_ids: [B, P] prompts, left-padded with their 2-D attention_mask (None: no padding), of which the first
         `past` tokens are in the cache already -> logits of each last prompt token [B, V].
 

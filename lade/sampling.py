@@ -66,15 +66,10 @@ def draw_at_node(probs: torch.Tensor, drafts: list[int], generator: torch.Genera
     return int(torch.multinomial(residual, 1, generator=generator))
 
 
-def sample_walk(
-    tree: TokenTree,
-    logits: torch.Tensor,  # [1 + T, V]: root row, then one row per tree node
-    prefix: torch.Tensor,  # [1, S] tokens up to and including the root
-    processors: LogitsProcessorList,
-    keep_scores: bool,
-    generator: torch.Generator | None,
-) -> Acceptance:
-    """Walk the tree with the multi-candidate rule; same contract as `verify.greedy_walk`."""
+def sample_walk(tree: TokenTree, logits: torch.Tensor, prefix: torch.Tensor, processors: LogitsProcessorList,
+                keep_scores: bool, generator: torch.Generator | None) -> Acceptance:
+    """Walk the tree with the multi-candidate rule; same contract as `verify.greedy_walk` (logits [1 + T, V]: the
+    root row, then one row per tree node; prefix [1, S]: tokens up to and including the root)."""
     def pick(node: int, scores: torch.Tensor) -> int:
         drafts = [tree.tokens[c] for c in tree.children(node)]
         return draw_at_node(scores.softmax(-1)[0], drafts, generator)

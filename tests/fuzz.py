@@ -191,10 +191,12 @@ def _difference(got, want) -> str | None:
     for name in ("scores", "logits"):
         ours, theirs = getattr(got, name), getattr(want, name)
         if (ours is None) != (theirs is None) or (ours is not None and len(ours) != len(theirs)):
-            return f"{name}: lade {None if ours is None else len(ours)} entries, plain {None if theirs is None else len(theirs)}"
+            counts = [None if x is None else len(x) for x in (ours, theirs)]
+            return f"{name}: lade {counts[0]} entries, plain {counts[1]}"
         for i, (a, b) in enumerate(zip(ours or (), theirs or ())):
             finite = torch.isfinite(b)
-            if not torch.equal(finite, torch.isfinite(a)) or not torch.allclose(a[finite], b[finite], atol=1e-4, rtol=1e-4):
+            same = torch.equal(finite, torch.isfinite(a)) and torch.allclose(a[finite], b[finite], atol=1e-4, rtol=1e-4)
+            if not same:
                 return f"{name}[{i}] differ"
     return None
 

@@ -12,7 +12,7 @@ from lade.cache import compact
 from lade.layout import additive_mask, build_layout, stack_layouts
 from lade.tree import TokenTree
 from distribution import decoder_only, first_two_pvalues
-from tiny_models import COMMON, random_prompt, tiny_model
+from tiny_models import COMMON, RecordingStreamer, random_prompt, tiny_model
 
 PAD = COMMON["pad_token_id"]
 CONFIGS = [
@@ -107,7 +107,8 @@ def test_custom_generate_batch_and_rows_leave_the_batch():
 
 
 def test_disabled_config_decodes_a_batch_one_token_per_step():
-    """LookaheadConfig(enabled=False) (what auto returns when lookahead does not pay) is plain decoding in a batch too."""
+    """LookaheadConfig(enabled=False) (what auto returned when lookahead did not pay) is plain decoding in a batch
+    too."""
     model = tiny_model("llama", "sdpa")
     ids, mask = left_pad([random_prompt(40 + b, length=n, repeat=True)[0] for b, n in enumerate([9, 30, 16])])
     kw = dict(GREEDY, eos_token_id=None)
@@ -235,24 +236,13 @@ def test_auto_config_decodes_a_padded_batch(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cost").glob("latency-*.json"))) == 1
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def put(self, value) -> None:
-        self.calls += 1
-
-    def end(self) -> None:
-        self.calls += 1
-
-
 @pytest.mark.parametrize("spelling", ["lade.generate", "model.generate"])
 def test_a_batch_with_a_streamer_is_refused_before_any_work(spelling):
     """transformers' streamers take one sequence: a batch with one is a clear ValueError, before any forward and
     (through lade.generate) before the streamer sees anything."""
     model = tiny_model("llama", "sdpa")
     ids, mask = left_pad([random_prompt(72, length=12)[0], random_prompt(73, length=6)[0]])
-    streamer, forwards = _Recorder(), []
+    streamer, forwards = RecordingStreamer(), []
     handle = model.register_forward_pre_hook(lambda *_: forwards.append(1))
     try:
         with pytest.raises(ValueError, match="a streamer takes one sequence"):

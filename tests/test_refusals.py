@@ -19,25 +19,12 @@ from transformers.models.llama.modeling_llama import LlamaForCausalLM
 
 import lade
 from lade import quantization
-from tiny_models import random_prompt, tiny_model
+from tiny_models import RecordingStreamer, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GREEDY = dict(do_sample=False, max_new_tokens=8, eos_token_id=None)
 CFG = lade.LookaheadConfig(4, 3, 4)
-
-
-class Recorder:
-    """A streamer that counts every call."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def put(self, value) -> None:
-        self.calls += 1
-
-    def end(self) -> None:
-        self.calls += 1
 
 
 class Stateful(LogitsProcessor):
@@ -288,7 +275,7 @@ def test_refused_before_any_work(case: Case):
     model = case.model()
     counter.reset(model)
     handle = model.register_forward_pre_hook(counter.hook)
-    streamer = Recorder()
+    streamer = RecordingStreamer()
     try:
         with pytest.raises(case.error, match=case.words):
             case.call(model, streamer)
@@ -302,7 +289,8 @@ def test_both_streamers_refused():
     model = tiny_model("llama")
     with pytest.raises(ValueError, match="pass one streamer"):
         model.generate(one(), attention_mask=torch.ones_like(one()), custom_generate=lade.lookahead_generate,
-                       lookahead_config=CFG, streamer=Recorder(), lookahead_streamer=Recorder(), **GREEDY)
+                       lookahead_config=CFG, streamer=RecordingStreamer(), lookahead_streamer=RecordingStreamer(),
+                       **GREEDY)
 
 
 def test_every_rule_has_a_case_and_the_readme_lists_exactly_these_rules():

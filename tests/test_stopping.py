@@ -3,10 +3,9 @@ of an accepted chunk, stop strings, custom stopping criteria, streaming."""
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
-from transformers.generation.streamers import BaseStreamer
 
 import lade
-from tiny_models import VOCAB, char_tokenizer, random_prompt, tiny_model
+from tiny_models import VOCAB, RecordingStreamer, char_tokenizer, random_prompt, tiny_model
 
 CFG = lade.LookaheadConfig(window_size=4, ngram_size=4, guess_set_size=6)
 GREEDY = dict(do_sample=False, max_new_tokens=48, eos_token_id=None)
@@ -99,22 +98,10 @@ def test_stop_strings_spanning_a_chunk():
     assert cases >= 3
 
 
-class _Recorder(BaseStreamer):
-    def __init__(self) -> None:
-        self.puts: list[list[int]] = []
-        self.ended = False
-
-    def put(self, value):
-        self.puts.append(value.reshape(-1).tolist())
-
-    def end(self):
-        self.ended = True
-
-
 def test_streamer_gets_every_token_once_in_order():
     model = tiny_model("llama", "sdpa")
     ids = random_prompt(500)
-    streamer = _Recorder()
+    streamer = RecordingStreamer()
     out, stats = lade.generate(model, ids, CFG, streamer=streamer, return_stats=True, **GREEDY)
     assert streamer.puts[0] == ids[0].tolist()  # the prompt first, as plain generate does
     assert sum(streamer.puts[1:], []) == out[0, ids.shape[1]:].tolist()

@@ -59,3 +59,21 @@ def char_tokenizer() -> transformers.PreTrainedTokenizerFast:
     tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
     tok.decoder = decoders.Fuse()
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=chars[0])
+
+
+class RecordingStreamer:
+    """A streamer that records what it is given: puts (token lists) and whether end() came; calls counts both."""
+
+    def __init__(self) -> None:
+        self.puts: list[list[int]] = []
+        self.ended = False
+
+    @property
+    def calls(self) -> int:
+        return len(self.puts) + int(self.ended)
+
+    def put(self, value) -> None:
+        self.puts.append(value.reshape(-1).tolist())
+
+    def end(self) -> None:
+        self.ended = True

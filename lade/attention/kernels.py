@@ -117,7 +117,8 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
 
 def split_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, visible: torch.Tensor,
-                    scale: float, kernel: str | None = None, prefix_visible: torch.Tensor | None = None) -> torch.Tensor:
+                    scale: float, kernel: str | None = None,
+                    prefix_visible: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of a step's q queries over [cache prefix | step block]: the prefix fully visible (through a fused
     kernel with no mask), the block under `visible` [q, q] or [B, q, q] -> [B, H, q, Dv] in the query's dtype.
     With `prefix_visible` [B, q, past] (left padding, batch rows holding fewer tokens) the prefix needs a mask, and

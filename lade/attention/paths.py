@@ -88,7 +88,8 @@ class _SwitchedPath(AttentionPath):
         return step_visibility(batch, cache_visible).unsqueeze(1)  # [B, 1, Q, past + Q] bool
 
     def prefill_mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """None (causal) without padding, else [B, 1, P, P] bool: causal over real tokens (a padding slot sees itself)."""
+        """None (causal) without padding, else [B, 1, P, P] bool: causal over real tokens (a padding slot sees
+        itself)."""
         if attention_mask is None:
             return None
         p = attention_mask.shape[1]

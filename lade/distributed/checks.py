@@ -42,9 +42,9 @@ def check_parallel_generation(gen: GenerationConfig, config: LookaheadConfig) ->
     """What lookahead parallelism refuses on top of single-process lade."""
     if config.enabled and config.draft != "lookahead":
         raise ValueError(
-            f"lade.distributed shards the lookahead draft (window and n-gram pool) across ranks; draft={config.draft!r} "
-            "learns from each rank's own logits and timings, so ranks would draft differently: use draft='lookahead' "
-            "(lookahead_config='auto' picks one)"
+            "lade.distributed shards the lookahead draft (window and n-gram pool) across ranks; "
+            f"draft={config.draft!r} learns from each rank's own logits and timings, so ranks would draft "
+            "differently: use draft='lookahead' (lookahead_config='auto' picks one)"
         )
     if gen.do_sample and config.sample_window:
         raise ValueError(

@@ -44,7 +44,7 @@ def pool_kind(depth: int) -> Kind:
 
 
 def prior_rates() -> dict[Kind, float]:
-    """Acceptance rates standing in until a sequence has its own counts (measured: lade/drafters/acceptance_prior.py)."""
+    """Acceptance rates standing in until a sequence has its own counts (measured: see acceptance_prior.py)."""
     return {kind: rate for kind, (rate, _) in PRIOR.items()}
 
 

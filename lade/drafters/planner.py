@@ -56,8 +56,9 @@ class Plan:
                     stats.record(kind, accepted[depth] == node.path[-1])
 
 
-def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None, recycling_kind: Callable[[int, int], Kind],
-              stats: AcceptanceStats, budget: int, cost: Callable[[int], float] | None) -> Plan:
+def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
+              recycling_kind: Callable[[int, int], Kind], stats: AcceptanceStats, budget: int,
+              cost: Callable[[int], float] | None) -> Plan:
     """Best-first tree over the leads (continuations of the root) and, with a table, the recycled successors of every
     node (recycling_kind(rank, depth) names their kind). cost: m -> seconds of a step feeding m nodes (None: take all
     up to `budget`)."""
