@@ -16,11 +16,13 @@ from tqdm.auto import tqdm
 
 from ..config import LookaheadConfig
 from .bench import ROW_COLUMNS, Method, summarize
+from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .paths import published
 from .prompts import encode_chat, load_prompts
 from .provenance import provenance, weights_sha256
 from .timing import timed_generate
+from .validation import VALIDATION_COLUMNS
 
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
                     "forward_calls", "compression", "speedup")
@@ -32,6 +34,8 @@ RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
     "latency.csv": LATENCY_COLUMNS,
     "gpu_compression.jsonl": tuple(ROW_COLUMNS),
     "gpu_predictions.csv": GPU_PREDICTION_COLUMNS,
+    "calibration.csv": CALIBRATION_COLUMNS,
+    "cpu_validation.csv": VALIDATION_COLUMNS,
     "sampling.jsonl": SAMPLING_COLUMNS,
     "sampling_distribution.csv": DISTRIBUTION_COLUMNS,
     "ablation.jsonl": tuple(ROW_COLUMNS),
