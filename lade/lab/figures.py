@@ -54,13 +54,19 @@ def _number(value: float, _pos: Any = None) -> str:
 
 
 def clean_ticks(fig: plt.Figure) -> None:
-    """Plain, rounded numeric tick labels on every numeric axis of `fig` (log axes included)."""
+    """Plain, rounded numeric tick labels on every numeric axis of `fig`; a log axis spanning less than a decade
+    gets ticks at 1, 2 and 5 times the powers of its base so that it keeps at least two labels."""
     for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            if isinstance(axis.get_major_formatter(), (matplotlib.ticker.ScalarFormatter,
-                                                      matplotlib.ticker.LogFormatter)):
-                axis.set_major_formatter(matplotlib.ticker.FuncFormatter(_number))
-                axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if not isinstance(axis.get_major_formatter(), (matplotlib.ticker.ScalarFormatter,
+                                                           matplotlib.ticker.LogFormatter)):
+                continue
+            if axis.get_scale() == "log":
+                low, high = sorted(limits)
+                if sum(low <= t <= high for t in axis.get_majorticklocs()) < 2:
+                    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(matplotlib.ticker.FuncFormatter(_number))
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def save(fig: plt.Figure, name: str, quick: bool = False, provenance: Mapping[str, Any] | None = None) -> list[Path]:
