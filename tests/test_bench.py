@@ -72,6 +72,10 @@ def test_save_and_load_round_trip(results, tmp_path, suffix):
     back = load_results(path)
     pd.testing.assert_frame_equal(back, results, check_exact=False, rtol=1e-9)
     assert back.attrs["provenance"]["params"]["max_new_tokens"] == 12
+    digest = results.attrs["provenance"]["params"]["weights_sha256"]
+    assert len(digest) == 64 and back.attrs["provenance"]["params"]["weights_sha256"] == digest
+    saved = pd.DataFrame(back.attrs["summary"])  # the intervals are written with the rows
+    assert list(saved["method"]) == list(summarize(results)["method"]) and "speedup_high" in saved
     with pytest.raises(ValueError, match=r"\.jsonl or \.csv"):
         save_results(results, tmp_path / "bench.txt")
 

@@ -20,7 +20,8 @@ ratios and for exactness. Timings are wall-clock on whatever else the machine is
 each speedup and compression with a 95% bootstrap interval over prompts.
 
 Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["provenance"]` holds
-`lade.lab.provenance.provenance(...)` with the run's parameters.
+`lade.lab.provenance.provenance(...)` with the run's parameters and `df.attrs["summary"]` the run's `summarize`
+(speedup and compression with 95% intervals), both written beside the rows by `save_results`.
 """
 
 from __future__ import annotations
@@ -223,6 +224,7 @@ def run_benchmark(
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
+    df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
     return df
 
 
