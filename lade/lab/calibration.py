@@ -1,5 +1,5 @@
 """Calibrating lade.lab.costmodel on published lookahead measurements (data/published/gpu_lookahead.csv), with
-leave-one-out prediction errors, and the calibrated predictions per GPU class, model and configuration.
+leave-one-out and transfer prediction errors (the calibrated predictions themselves: lade.lab.gpu_model).
 
 Observations: every published speedup with a known configuration ("speedup"), every published plain-greedy
 tokens/s ("baseline"), and every published compression of a dataset whose compression the model has to estimate
