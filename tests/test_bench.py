@@ -49,14 +49,21 @@ def test_schema_and_values(results):
     assert {"git_commit", "packages", "device", "params"} <= set(df.attrs["provenance"])
 
 
-def test_summary_medians(results):
-    """summarize: one row per (set, method), the median of the per-prompt speedups."""
+def test_summary_totals_and_intervals(results):
+    """summarize: one row per (set, method); speedup is the ratio of total times against greedy on the same
+    prompts, compression the token-weighted new tokens per forward, each inside its 95% bootstrap interval."""
     summary = summarize(results)
     assert len(summary) == 6
     row = summary[(summary["prompt_set"] == "humaneval") & (summary["method"] == "pld(4)")].iloc[0]
-    expected = results[(results["prompt_set"] == "humaneval") & (results["method"] == "pld(4)")]["speedup"].median()
-    assert row["speedup_median"] == pytest.approx(expected)
-    assert row["matches_greedy"] == 1.0
+    ours = results[(results["prompt_set"] == "humaneval") & (results["method"] == "pld(4)")]
+    greedy = results[(results["prompt_set"] == "humaneval") & (results["method"] == "greedy")]
+    assert row["speedup"] == pytest.approx(greedy["wall_s"].sum() / ours["wall_s"].sum())  # same tokens
+    assert row["compression"] == pytest.approx(ours["new_tokens"].sum() / ours["forward_calls"].sum())
+    assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
+    assert row["compression_low"] <= row["compression"] <= row["compression_high"]
+    assert row["matches_greedy"] == 1.0 and row["prompts"] == 2
+    reference = summary[summary["method"] == "greedy"]
+    assert (reference["speedup"] == 1.0).all() and (reference["speedup_low"] == 1.0).all()
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
@@ -65,6 +72,10 @@ def test_save_and_load_round_trip(results, tmp_path, suffix):
     back = load_results(path)
     pd.testing.assert_frame_equal(back, results, check_exact=False, rtol=1e-9)
     assert back.attrs["provenance"]["params"]["max_new_tokens"] == 12
+    digest = results.attrs["provenance"]["params"]["weights_sha256"]
+    assert len(digest) == 64 and back.attrs["provenance"]["params"]["weights_sha256"] == digest
+    saved = pd.DataFrame(back.attrs["summary"])  # the intervals are written with the rows
+    assert list(saved["method"]) == list(summarize(results)["method"]) and "speedup_high" in saved
     with pytest.raises(ValueError, match=r"\.jsonl or \.csv"):
         save_results(results, tmp_path / "bench.txt")
 
@@ -91,7 +102,7 @@ def test_cli_on_tiny_model(tiny_dir, tmp_path, capsys):
     main(["--model", str(tiny_dir), "--sets", "humaneval", "--n", "1", "--max-new-tokens", "8", "--methods",
           "greedy,pld:3", "--config", "2,2,1", "--threads", "1", "--out", str(out)])
     printed = capsys.readouterr().out
-    assert "speedup_median" in printed and "lade(2,2,1)" in printed
+    assert "speedup_low" in printed and "lade(2,2,1)" in printed
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["method"] for r in rows] == ["greedy", "pld(3)", "lade(2,2,1)"]
     assert json.loads(out.with_name("cli.jsonl.provenance.json").read_text())["provenance"]["params"]["threads"] == 1

@@ -1,11 +1,11 @@
-"""Cost model: latency interpolation, the automatic choice and its fallback, the roofline, 'auto' end to end."""
+"""Cost model: latency interpolation, the automatic choice and its fallback, 'auto' end to end (the GPU cost
+model of the research harness is tested in test_costmodel.py)."""
 
 import pytest
 import torch
 
 import lade
 from lade.cost import LatencyProfile, choose_config, latency_profile, predict, prior_table, step_latency
-from lade.lab.gpu_model import predicted_speedup, roofline_latency
 from tiny_models import random_prompt, tiny_model
 
 # config key -> (compression, tokens fed per step, share of one-token steps)
@@ -73,18 +73,6 @@ def test_prior_tasks():
     assert prior_table("mixed", FAKE_PRIOR)[(3, 1, 2)] == pytest.approx((1.4, 5.0, 0.0))
     with pytest.raises(ValueError, match="task must be one of"):
         prior_table("poetry", FAKE_PRIOR)
-
-
-def test_roofline_on_known_numbers():
-    """7e9 params fp16 on a 1000 TFLOP/s, 2000 GB/s GPU: one token reads 14 GB (7 ms) and computes
-    14 GFLOP (0.014 ms): memory bound; 1000 tokens compute 14 TFLOP = 14 ms: compute bound."""
-    gpu = {"peak_tflops": 1000.0, "bandwidth_gbs": 2000.0}
-    assert roofline_latency(7e9, 1, 0, gpu) == pytest.approx(7e-3)
-    assert roofline_latency(7e9, 1000, 0, gpu) == pytest.approx(14e-3)
-    # attention adds 4 * L * d * q * (ctx + q) FLOPs and 2 * L * d * (ctx + q) * bytes of KV reads
-    with_kv = roofline_latency(7e9, 1, 999, gpu, n_layers=32, kv_dim=4096)
-    assert with_kv == pytest.approx((7e9 * 2 + 2 * 32 * 4096 * 1000 * 2) / 2e12)
-    assert predicted_speedup(2.0, 0.010, 0.016) == pytest.approx(1.25)
 
 
 def test_disabled_config_is_plain_greedy():

@@ -74,7 +74,8 @@ def test_verify_frozen_checks_every_manifest_entry():
 
 
 @pytest.mark.parametrize("name", ["published/speedups.csv", "published/ablation.csv",
-                                  "published/sampling.csv", "gpus.csv"])
+                                  "published/sampling.csv", "published/gpu_lookahead.csv",
+                                  "published/model_shapes.csv", "gpus.csv"])
 def test_reference_tables_have_sources(name):
     """Every published number or GPU figure names where it comes from."""
     rows = list(csv.DictReader((PROMPT_DIR.parent / name).open()))

@@ -1,5 +1,6 @@
 """Every notebook executes under papermill in quick mode, writes non-empty PNG + PDF figures and results that
-match their schema, and re-plots from those saved results with recompute=False (no model run).
+match their schema, and re-plots from those saved results with recompute=False (no model run) into byte-identical
+figure files.
 
 Results and figures go to a temporary folder (LADE_RESULTS_DIR / LADE_FIGURES_DIR), never to the repo's.
 """
@@ -24,7 +25,8 @@ FIGURES = {  # notebook -> figures it must write
     "01_mt_bench_speedup": ["01_mt_bench_speedup"],
     "02_humaneval_speedup": ["02_humaneval_speedup"],
     "03_scaling_law": ["03_scaling_law", "03_parallel_ranks"],
-    "04_flops_vs_throughput": ["04_latency_vs_tokens", "04_gpu_speedup_heatmap", "04_rtx3090_default_vs_tuned"],
+    "04_flops_vs_throughput": ["04_calibration", "04_latency_vs_tokens", "04_gpu_speedup_heatmap",
+                               "04_rtx3090_default_vs_tuned", "04_cpu_validation"],
     "05_sampling": ["05_sampling_vs_temperature", "05_sampling_distribution"],
     "06_ablation": ["06_ablation"],
 }
@@ -32,7 +34,8 @@ RESULTS = {
     "01_mt_bench_speedup": ["mt_bench.jsonl"],
     "02_humaneval_speedup": ["humaneval.jsonl"],
     "03_scaling_law": ["scaling.jsonl"],
-    "04_flops_vs_throughput": ["gpu_compression.jsonl", "latency.csv", "gpu_predictions.csv"],
+    "04_flops_vs_throughput": ["gpu_compression.jsonl", "calibration.csv", "latency.csv", "gpu_predictions.csv",
+                               "cpu_validation.csv"],
     "05_sampling": ["sampling.jsonl", "sampling_distribution.csv"],
     "06_ablation": ["ablation.jsonl"],
 }
@@ -69,7 +72,7 @@ def executed(tmp_path_factory):
             papermill.execute_notebook(str(path), str(out / f"{path.stem}.ipynb"), kernel_name=_kernel(),
                                        cwd=str(REPO / "notebooks"), parameters={"quick": True, "threads": 1},
                                        progress_bar=False)
-            stamps[path.stem] = {f: (out / "figures" / "quick" / f"{f}.png").stat().st_mtime_ns
+            stamps[path.stem] = {f: {suffix: _stamp(out / "figures" / "quick" / f"{f}{suffix}") for suffix in SUFFIXES}
                                  for f in FIGURES[path.stem]}
         for path in NOTEBOOKS:
             papermill.execute_notebook(str(path), str(out / f"{path.stem}.replot.ipynb"), kernel_name=_kernel(),
@@ -83,6 +86,13 @@ def executed(tmp_path_factory):
             else:
                 os.environ[key] = value
     return out, stamps
+
+
+SUFFIXES = (".png", ".pdf")
+
+
+def _stamp(path: Path) -> tuple[int, bytes]:
+    return path.stat().st_mtime_ns, path.read_bytes()
 
 
 def _kernel() -> str:
@@ -100,11 +110,12 @@ def _kernel() -> str:
 def test_notebook_outputs(executed, name):
     out, stamps = executed
     for figure in FIGURES[name]:
-        for suffix in (".png", ".pdf"):
+        for suffix in SUFFIXES:
             path = out / "figures" / "quick" / f"{figure}{suffix}"
             assert path.exists() and path.stat().st_size > 1000, f"{path.name} missing or empty"
-        replotted = (out / "figures" / "quick" / f"{figure}.png").stat().st_mtime_ns
-        assert replotted > stamps[name][figure], f"{figure} was not re-plotted with recompute=False"
+            first_time, first_bytes = stamps[name][figure][suffix]
+            assert path.stat().st_mtime_ns > first_time, f"{path.name} was not re-plotted with recompute=False"
+            assert path.read_bytes() == first_bytes, f"{path.name}: re-plotting the same results changed its bytes"
     for result in RESULTS[name]:
         path = out / "results" / "quick" / result
         df = load_results(path)

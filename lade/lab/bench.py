@@ -7,7 +7,7 @@ Python API (used by the notebooks):
     df = run_benchmark(model, tok, prompt_sets=("mt_bench", "humaneval"),
                        methods=[Method.auto(), Method.lade(4, 5, 5), Method.prompt_lookup(10)],
                        max_new_tokens=128, n_prompts=10)
-    print(summarize(df))            # median tokens/s ratio vs plain greedy per prompt set and method
+    print(summarize(df))            # speedup and compression with 95% intervals per prompt set and method
     save_results(df, "results/bench.jsonl")
 
 CLI: `python -m lade.lab.bench --model embedded --sets mt_bench,humaneval --n 10 --max-new-tokens 128
@@ -16,10 +16,12 @@ repeatable; `auto` = lade.cost's choice for the model and device, see lade.auto_
 
 Methods run interleaved per prompt (their order rotates from prompt to prompt) after one untimed warm-up
 run of each, so they share the machine's state; plain greedy always runs, as the reference for speed
-ratios and for exactness. Timings are wall-clock on whatever else the machine is doing: read medians.
+ratios and for exactness. Timings are wall-clock on whatever else the machine is doing: `summarize` gives
+each speedup and compression with a 95% bootstrap interval over prompts.
 
 Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["provenance"]` holds
-`lade.lab.provenance.provenance(...)` with the run's parameters.
+`lade.lab.provenance.provenance(...)` with the run's parameters and `df.attrs["summary"]` the run's `summarize`
+(speedup and compression with 95% intervals), both written beside the rows by `save_results`.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from tqdm.auto import tqdm
 from ..auto import auto_config
 from ..config import LookaheadConfig
 from .prompts import encode_chat, load_prompts
-from .provenance import provenance
+from .provenance import provenance, weights_sha256
 from .results import save_results
+from .stats import summarize_runs
 from .timing import ForwardTimer, timed_generate
 
 ROW_COLUMNS = {
@@ -222,23 +225,34 @@ def run_benchmark(
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", type(model).__name__), dtype=str(model.dtype),
-        prompt_sets=list(prompt_sets), n_prompts=n_prompts, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos,
+        weights_sha256=weights_sha256(model), prompt_sets=list(prompt_sets), n_prompts=n_prompts,
+        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
+    df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
     return df
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (prompt_set, method): median speedup vs plain greedy (per-prompt ratios), median tokens/s,
-    mean compression, mean host share, share of prompts with output identical to greedy."""
-    grouped = df.groupby(["prompt_set", "method"], sort=False)
-    out = grouped.agg(
-        config=("config", "first"), prompts=("prompt_id", "count"), speedup_median=("speedup", "median"),
-        tokens_per_s_median=("tokens_per_s", "median"), compression_mean=("compression", "mean"),
-        step_tokens_mean=("step_tokens", "mean"), host_share_mean=("host_share", "mean"),
-        matches_greedy=("matches_greedy", "mean"),
-    )
-    return out.reset_index()
+    """Per (prompt_set, method), in order of appearance: speedup over plain greedy (ratio of total times) and
+    compression (token-weighted) with 95% bootstrap intervals over prompts (lade.lab.stats), and totals-based
+    tokens/s, tokens fed per step, share of one-token steps, host share, share of outputs identical to greedy."""
+    out = summarize_runs(df, reference="greedy")
+    steps = (df["forward_calls"] - 1).clip(lower=0)  # forwards after the prefill
+    totals = df.assign(fed=df["step_tokens"] * steps, steps=steps, single=df["single_token_steps"] * steps).groupby(
+        ["prompt_set", "method"], sort=False).agg(
+        config=("config", "first"), new_tokens=("new_tokens", "sum"), wall_s=("wall_s", "sum"),
+        forward_s=("forward_s", "sum"), fed=("fed", "sum"), steps=("steps", "sum"), single=("single", "sum"),
+        matches_greedy=("matches_greedy", "mean"))
+    extra = pd.DataFrame({
+        "config": totals["config"], "tokens_per_s": totals["new_tokens"] / totals["wall_s"],
+        "step_tokens": totals["fed"] / totals["steps"].clip(lower=1),
+        "single_token_steps": totals["single"] / totals["steps"].clip(lower=1),
+        "host_share": 1.0 - totals["forward_s"] / totals["wall_s"], "matches_greedy": totals["matches_greedy"],
+    }).reset_index()
+    out = out.merge(extra, on=["prompt_set", "method"], how="left")
+    first = ["prompt_set", "method", "config", "prompts"]
+    return out[first + [c for c in out.columns if c not in first]]
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:

@@ -16,16 +16,18 @@ from tqdm.auto import tqdm
 
 from ..config import LookaheadConfig
 from .bench import ROW_COLUMNS, Method, summarize
+from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .paths import published
 from .prompts import encode_chat, load_prompts
-from .provenance import provenance
+from .provenance import provenance, weights_sha256
+from .stats import summarize_runs
 from .timing import timed_generate
+from .validation import VALIDATION_COLUMNS
 
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
                     "forward_calls", "compression", "speedup")
 DISTRIBUTION_COLUMNS = ("sampler", "sample", "position", "token", "text")
-LATENCY_COLUMNS = ("source", "gpu", "model", "q", "seconds", "relative")
 RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
     "mt_bench.jsonl": tuple(ROW_COLUMNS),
     "humaneval.jsonl": tuple(ROW_COLUMNS),
@@ -33,6 +35,8 @@ RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
     "latency.csv": LATENCY_COLUMNS,
     "gpu_compression.jsonl": tuple(ROW_COLUMNS),
     "gpu_predictions.csv": GPU_PREDICTION_COLUMNS,
+    "calibration.csv": CALIBRATION_COLUMNS,
+    "cpu_validation.csv": VALIDATION_COLUMNS,
     "sampling.jsonl": SAMPLING_COLUMNS,
     "sampling_distribution.csv": DISTRIBUTION_COLUMNS,
     "ablation.jsonl": tuple(ROW_COLUMNS),
@@ -52,10 +56,8 @@ def with_config_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """bench.summarize plus each method's mean tokens/s, ordered as the methods appear in `df`."""
-    out = summarize(df)
-    means = df.groupby(["prompt_set", "method"], sort=False)["tokens_per_s"].mean().rename("tokens_per_s_mean")
-    return out.merge(means.reset_index(), on=["prompt_set", "method"])
+    """bench.summarize: speedup and compression with 95% intervals per (prompt_set, method)."""
+    return summarize(df)
 
 
 def published_speedups(dataset: str, model_prefix: str) -> pd.DataFrame:
@@ -76,10 +78,13 @@ def scaling_methods(ngram_sizes: Sequence[int], window_sizes: Sequence[int]) -> 
 
 
 def scaling_table(df: pd.DataFrame, params: int) -> pd.DataFrame:
-    """Per lookahead config: mean compression and step tokens, and per-step FLOPs = 2 x params x step tokens."""
-    lade_rows = with_config_columns(df[df["config"] != ""])
-    out = lade_rows.groupby(["N", "W", "G", "config"], as_index=False).agg(
-        compression=("compression", "mean"), step_tokens=("step_tokens", "mean"), prompts=("prompt_id", "count"))
+    """Per lookahead config (both prompt sets together): compression with its 95% interval, tokens fed per step,
+    and per-step FLOPs = 2 x params x step tokens."""
+    pooled = df.assign(prompt_id=df["prompt_set"] + "/" + df["prompt_id"].astype(str), prompt_set="all")
+    summary = summarize(pooled)
+    lade_rows = with_config_columns(summary[summary["config"] != ""])
+    out = lade_rows[["N", "W", "G", "config", "prompts", "compression", "compression_low", "compression_high",
+                     "step_tokens", "single_token_steps", "speedup", "speedup_low", "speedup_high"]].copy()
     out["step_flops"] = 2.0 * params * out["step_tokens"]
     return out.sort_values(["N", "W"]).reset_index(drop=True)
 
@@ -129,8 +134,10 @@ def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float
     df = pd.DataFrame(rows, columns=list(SAMPLING_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt_set=prompt_set,
-        temperatures=list(temperatures), config=config.to_dict(), n_prompts=n_prompts,
-        max_new_tokens=max_new_tokens, seed=seed, **provenance_params)
+        weights_sha256=weights_sha256(model), temperatures=list(temperatures), config=config.to_dict(),
+        n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed, **provenance_params)
+    df.attrs["summary"] = summarize_runs(df, reference="plain", keys=("prompt_set", "temperature", "method")).to_dict(
+        "records")  # speedup and compression with 95% intervals, saved beside the rows
     return df
 
 
@@ -161,7 +168,8 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
     df = pd.DataFrame(rows, columns=list(DISTRIBUTION_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt=prompt,
-        temperature=temperature, samples=samples, new_tokens=new_tokens, config=config.to_dict(), seed=seed,
+        weights_sha256=weights_sha256(model), temperature=temperature, samples=samples, new_tokens=new_tokens,
+        config=config.to_dict(), seed=seed,
         compression={name: samples * new_tokens / max(c, 1) for name, c in calls.items()}, **provenance_params)
     return df
 

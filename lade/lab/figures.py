@@ -1,13 +1,17 @@
-"""Figures of the notebooks: one seaborn style, PNG + PDF under figures/, titles naming model, data, device.
+"""Figures of the notebooks: one style, PNG + PDF under figures/, titles naming model, data, device.
 
-Visual language (same in every figure): published numbers are grey hatched bars or grey diamonds;
-numbers measured in this run are solid blue; modelled (roofline) numbers are orange, dashed or outlined.
+Visual language (same in every figure; Okabe-Ito colours, safe for colour-blind readers): published numbers are
+grey hatched bars or grey diamonds; numbers measured in this run are blue; modelled numbers are orange. Every
+measured speedup or compression carries its 95% bootstrap interval over prompts (lade.lab.stats) as an error
+bar; single prompts are small dots at fixed offsets. Legends sit outside the axes. Re-plotting the same results
+gives byte-identical files (no timestamps in the PDF, no random jitter).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -15,97 +19,166 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .models import EMBEDDED_ALIASES, EMBEDDED_NAME
 from .paths import figures_dir
+from .stats import summarize_runs
 
-MEASURED = "#1f5fa8"
-PUBLISHED = "0.55"
-MODELLED = "#e07b00"
-PUBLISHED_BAR = dict(color="0.85", edgecolor="0.35", hatch="//")
-MEASURED_BAR = dict(color=MEASURED, edgecolor=MEASURED)
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+MEASURED = OKABE_ITO[0]
+MODELLED = OKABE_ITO[1]
+PUBLISHED = "0.45"
+PUBLISHED_BAR = dict(color="0.88", edgecolor="0.35", hatch="//")
+MEASURED_BAR = dict(color=MEASURED, edgecolor=MEASURED, alpha=0.85)
+ERRORBAR = dict(fmt="none", ecolor="0.1", elinewidth=1.2, capsize=3, zorder=4)
 
 
 def setup_style() -> None:
-    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.95)
-    plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold"})
+    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.95, palette=list(OKABE_ITO))
+    plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold",
+                         "figure.constrained_layout.use": True, "svg.hashsalt": "lade"})
+
+
+def model_label(model: str, dtype: str | None = None) -> str:
+    """The model's own name ('embedded' is SmolLM2-135M-Instruct; a folder is named by its last part)."""
+    name = EMBEDDED_NAME if str(model).lower() in EMBEDDED_ALIASES else Path(str(model)).name or str(model)
+    return f"{name}, {str(dtype).replace('torch.', '').replace('float', 'fp')}" if dtype else name
 
 
 def title(what: str, model: str, dataset: str, device: str) -> str:
-    return f"{what}\nmodel: {model} | data: {dataset} | device: {device}"
+    return f"{what}\nmodel: {model_label(model)} | data: {dataset} | device: {device}"
 
 
-def save(fig: plt.Figure, name: str, quick: bool = False) -> list[Path]:
-    """Write `<figures>/<name>.png` and `.pdf`; returns both paths."""
+def _number(value: float, _pos: Any = None) -> str:
+    """A tick label without float artefacts (0.30000000000000004 -> 0.3)."""
+    return f"{value:.6g}"
+
+
+def clean_ticks(fig: plt.Figure) -> None:
+    """Plain, rounded numeric tick labels on every numeric axis of `fig`; a log axis spanning less than a decade
+    gets ticks at 1, 2 and 5 times the powers of its base so that it keeps at least two labels."""
+    for ax in fig.axes:
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if not isinstance(axis.get_major_formatter(), (matplotlib.ticker.ScalarFormatter,
+                                                           matplotlib.ticker.LogFormatter)):
+                continue
+            if axis.get_scale() == "log":
+                low, high = sorted(limits)
+                if sum(low <= t <= high for t in axis.get_majorticklocs()) < 2:
+                    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(matplotlib.ticker.FuncFormatter(_number))
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def save(fig: plt.Figure, name: str, quick: bool = False, provenance: Mapping[str, Any] | None = None) -> list[Path]:
+    """Write `<figures>/<name>.png` and `.pdf` (no timestamps: the same figure gives the same bytes); a short
+    provenance line (commit, model weights digest) goes into the files' metadata. Returns both paths."""
+    clean_ticks(fig)
     base = figures_dir(quick) / name
     paths = [base.with_suffix(".png"), base.with_suffix(".pdf")]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
+    note = _provenance_note(provenance or {})
+    fig.savefig(paths[0], dpi=150, metadata={"Description": note} if note else None)
+    fig.savefig(paths[1], metadata={"CreationDate": None, "Subject": note or None})
     return paths
 
 
-def _unity(ax: plt.Axes, horizontal: bool = True) -> None:
+def _provenance_note(prov: Mapping[str, Any]) -> str:
+    params = prov.get("params", {})
+    parts = [f"git {prov['git_commit']}" + (" (dirty)" if prov.get("git_dirty") else "")] if prov.get("git_commit") \
+        else []
+    if params.get("weights_sha256"):
+        parts.append(f"weights sha256 {params['weights_sha256']}")
+    return "; ".join(parts)
+
+
+def unity(ax: plt.Axes, horizontal: bool = True) -> None:
     (ax.axhline if horizontal else ax.axvline)(1.0, color="0.2", lw=1, ls=":", zorder=0)
 
 
+def interval_errors(table: pd.DataFrame, column: str) -> np.ndarray:
+    """[2, n] distances from `column` to its `_low` / `_high` interval bounds (0 where there is no interval)."""
+    low, high = table[f"{column}_low"].to_numpy(float), table[f"{column}_high"].to_numpy(float)
+    value = table[column].to_numpy(float)
+    return np.nan_to_num(np.vstack([value - low, high - value]), nan=0.0).clip(min=0.0)
+
+
+def _dots(ax: plt.Axes, x: float, values: Sequence[float], width: float = 0.25) -> None:
+    """Single prompts as small dots at fixed, evenly spread offsets around x (no random jitter)."""
+    values = list(values)
+    offsets = np.linspace(-width / 2, width / 2, len(values)) if len(values) > 1 else [0.0]
+    ax.plot(np.asarray(offsets) + x, values, "o", color="0.15", ms=2.5, zorder=5, label="_dots")
+
+
 def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.DataFrame, heading: str) -> plt.Figure:
-    """Left: published A100 speedups per model (hatched grey). Right: this run's speedup per method (blue bars:
-    median of per-prompt ratios; dots: single prompts) and its tokens/s."""
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1.3, 1.3]})
+    """Speedup (left) and compression (right) of every method in this run, with 95% intervals and single prompts;
+    a published A100 bar stands beside the reproduced bar of the same configuration (its twin); published bars
+    without a twin here are shown at the left end, and only bars whose configuration is known."""
+    summary = summary[summary["method"] != "greedy"].reset_index(drop=True)
+    known = published_rows[published_rows["config"] != ""]
+    twins = {c: known[known["config"] == c] for c in summary["config"]}
+    alone = known[~known["config"].isin(summary["config"])]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.8), gridspec_kw={"width_ratios": [1.6, 1]})
     ax = axes[0]
-    labels = [f"{m}\nN,W,G={c or '?'}" for m, c in zip(published_rows["model"], published_rows["config"])]
-    ax.bar(labels, published_rows["speedup"], **PUBLISHED_BAR, label="published (A100, fp16)")
-    for i, v in enumerate(published_rows["speedup"]):
-        ax.text(i, v, f"{v:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set(ylabel="speedup over greedy (x)", title="published")
-    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
-    _unity(ax)
-    ax.legend(loc="lower right", fontsize=8)
-    order = list(summary["method"])
+    labels, x = [], 0.0
+    for r in alone.itertuples():
+        ax.bar(x, r.speedup, 0.6, **PUBLISHED_BAR, label="published (A100, fp16)")
+        ax.annotate(f"{r.speedup:.2f}x", (x, r.speedup), ha="center", va="bottom", fontsize=7, xytext=(0, 2),
+                    textcoords="offset points")
+        labels.append((x, f"{r.model}\nN,W,G={r.config}"))
+        x += 1
+    for r in summary.itertuples():
+        twin = twins.get(r.config, known.iloc[:0])
+        ax.bar(x - 0.2 * len(twin), r.speedup, 0.4 if len(twin) else 0.6, **MEASURED_BAR,
+               label="measured here: all prompts (95% interval)")
+        ax.errorbar(x - 0.2 * len(twin), r.speedup, yerr=interval_errors(summary.iloc[[r.Index]], "speedup"),
+                    **ERRORBAR)
+        _dots(ax, x - 0.2 * len(twin), rows.loc[rows["method"] == r.method, "speedup"], 0.2)
+        for t in twin.itertuples():
+            ax.bar(x + 0.2, t.speedup, 0.4, **PUBLISHED_BAR, label="published (A100, fp16)")
+            ax.annotate(f"{t.model}\n{t.speedup:.2f}x", (x + 0.2, t.speedup), ha="center", va="bottom",
+                        fontsize=6, xytext=(0, 2), textcoords="offset points")
+        labels.append((x, r.method))
+        x += 1
+    ax.set_xticks([p for p, _ in labels], [label for _, label in labels], fontsize=7, rotation=25, ha="right")
+    ax.set(ylabel="speedup over greedy (x, ratio of total times)", title="speedup: published and reproduced")
+    ax.set_ylim(0, 1.15 * max(summary["speedup_high"].max(skipna=True), summary["speedup"].max(),
+                               known["speedup"].max() if len(known) else 0))
+    unity(ax)
     ax = axes[1]
-    ax.bar(order, summary["speedup_median"], **MEASURED_BAR, alpha=0.85, label="measured: median")
-    sns.stripplot(data=rows, x="method", y="speedup", order=order, color="0.1", size=3, ax=ax, jitter=0.15)
-    for i, v in enumerate(summary["speedup_median"]):
-        ax.text(i, v, f"{v:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set(ylabel="speedup over greedy (x)", xlabel="", title="reproduced (this run)")
-    _unity(ax)
-    ax.legend(loc="lower right", fontsize=8)
-    ax = axes[2]
-    sns.barplot(data=rows, x="method", y="tokens_per_s", order=order, color=MEASURED, alpha=0.85, ax=ax,
-                errorbar=("ci", 95))
-    twin = ax.twinx()
-    twin.plot(order, summary["compression_mean"], "o-", color="0.15", label="compression (tokens/step)")
-    twin.set_ylabel("compression (tokens per forward)")
-    twin.grid(False)
-    twin.legend(loc="upper right", fontsize=8)
-    ax.set(ylabel="tokens/s", xlabel="", title="throughput and compression (this run)")
-    for a in axes[1:]:
-        a.tick_params(axis="x", labelrotation=25, labelsize=8)
+    xs = np.arange(len(summary))
+    ax.bar(xs, summary["compression"], 0.6, **MEASURED_BAR)
+    ax.errorbar(xs, summary["compression"], yerr=interval_errors(summary, "compression"), **ERRORBAR)
+    for i, r in enumerate(summary.itertuples()):
+        sel = rows["method"] == r.method
+        _dots(ax, i, rows.loc[sel, "compression"], 0.2)
+    ax.set_xticks(xs, summary["method"], fontsize=7, rotation=25, ha="right")
+    ax.set(ylabel="compression (new tokens per forward)", title="compression (this run)")
+    legend_below(fig, axes[0])
     fig.suptitle(heading)
-    fig.tight_layout()
     return fig
 
 
+def legend_below(fig: plt.Figure, ax: plt.Axes, ncol: int = 3) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    unique = {label: h for h, label in zip(handles, labels) if not label.startswith("_")}
+    if unique:
+        fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+
+
 def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
-    """Compression vs per-step FLOPs (log x) for each N (G = W), W annotated; right: vs log2 W."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.3))
-    palette = sns.color_palette("crest", table["N"].nunique())
-    for color, (n, group) in zip(palette, table.groupby("N")):
-        axes[0].plot(group["step_flops"], group["compression"], "o-", color=color, label=f"N={int(n)}")
-        for _, r in group.iterrows():
-            axes[0].annotate(f"W={int(r['W'])}", (r["step_flops"], r["compression"]), fontsize=7,
-                             textcoords="offset points", xytext=(3, 3))
-        axes[1].plot(group["W"], group["compression"], "o-", color=color, label=f"N={int(n)}")
+    """Compression (95% interval) vs per-step FLOPs (log x) for each N (G = W); right: vs W (log2)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    for color, (n, group) in zip(OKABE_ITO, table.groupby("N")):
+        err = interval_errors(group, "compression")
+        for ax, x in ((axes[0], group["step_flops"]), (axes[1], group["W"])):
+            ax.errorbar(x, group["compression"], yerr=err, fmt="o-", color=color, capsize=3, label=f"N={int(n)}")
     axes[0].set(xscale="log", xlabel="FLOPs per step (2 x params x tokens fed, log scale)",
                 ylabel="step compression (tokens per forward)", title="compression vs per-step FLOPs")
     axes[1].set_xscale("log", base=2)
-    axes[1].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes[1].set_xticks(sorted(table["W"].unique()))
     axes[1].set(xlabel="window size W = G (log2 scale)", ylabel="step compression",
                 title="a straight line here = linear fall in steps per doubling of W")
-    axes[1].xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    axes[1].set_xticks(sorted(table["W"].unique()))
-    for ax in axes:
-        ax.legend(title="n-gram size", fontsize=8)
+    legend_below(fig, axes[0], ncol=len(table["N"].unique()))
     fig.suptitle(heading)
-    fig.tight_layout()
     return fig
 
 
@@ -114,104 +187,44 @@ def ranks_plot(rows: pd.DataFrame, heading: str) -> plt.Figure:
     rank), with the one-process run of the widest total window as a grey reference diamond."""
     parallel = rows[~rows["label"].str.contains("reference")].sort_values("ranks")
     reference = rows[rows["label"].str.contains("reference")]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, column, label in ((axes[0], "compression", "step compression (tokens per forward)"),
                               (axes[1], "step_tokens_per_rank", "tokens fed per rank per step")):
         ax.plot(parallel["ranks"], parallel[column], "o-", color=MEASURED, label="R ranks, W = G = share x R")
         ax.plot([parallel["ranks"].max()] * len(reference), reference[column], "D", color=PUBLISHED, ms=9,
                 label="one process, same total W and G")
         ax.set(xlabel="ranks R (gloo)", ylabel=label, xticks=sorted(parallel["ranks"].unique()))
-        ax.legend(fontsize=8)
+    legend_below(fig, axes[0], ncol=2)
     fig.suptitle(heading)
-    fig.tight_layout()
-    return fig
-
-
-def latency_plot(measured: pd.DataFrame, modelled: pd.DataFrame, model_size: str, heading: str) -> plt.Figure:
-    """latency(q)/latency(1) vs tokens per step q: measured on this device (blue, solid markers) and
-    roofline-modelled per GPU class for one model size (orange family, dashed)."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.8))
-    model_rows = modelled[modelled["model"] == model_size]
-    gpus = list(dict.fromkeys(model_rows["gpu"]))
-    palette = sns.color_palette("YlOrBr", len(gpus) + 2)[2:]
-    for color, gpu in zip(palette, gpus):
-        g = model_rows[model_rows["gpu"] == gpu]
-        ax.plot(g["q"], g["relative"], ls="--", color=color, lw=1.4, label=f"modelled: {gpu}, {model_size} fp16")
-    ax.plot(measured["q"], measured["relative"], "o-", color=MEASURED, lw=2.2, ms=6,
-            label="measured: this device")
-    ax.set(xscale="log", yscale="log", xlabel="tokens fed per forward step q (log)",
-           ylabel="latency(q) / latency(1)  (log)")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
-    ax.set_title(heading)
-    fig.tight_layout()
-    return fig
-
-
-def gpu_speedup_heatmap(predictions: pd.DataFrame, heading: str) -> plt.Figure:
-    """Modelled speedup per GPU class x config, one panel per model size; cells where the fp16 weights do not
-    fit one GPU are blank."""
-    models = list(dict.fromkeys(predictions["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4.8), sharey=True)
-    axes = np.atleast_1d(axes)
-    for ax, name in zip(axes, models):
-        rows = predictions[(predictions["model"] == name)]
-        order = dict(index=list(dict.fromkeys(rows["gpu"])), columns=list(dict.fromkeys(rows["config"])))
-        grid = rows.pivot(index="gpu", columns="config", values="speedup").reindex(**order)
-        fits = rows.pivot(index="gpu", columns="config", values="fits_memory").reindex(**order)
-        sns.heatmap(grid.where(fits.astype(bool)), annot=True, fmt=".2f", cmap="RdBu", center=1.0, vmin=0.3,
-                    vmax=1.7, cbar=ax is axes[-1], ax=ax, linewidths=0.5, annot_kws={"fontsize": 7},
-                    cbar_kws={"label": "modelled speedup (x)"})
-        ax.grid(False)
-        ax.set(title=f"{name} (blank: does not fit one GPU)", xlabel="config N,W,G", ylabel="")
-        ax.tick_params(axis="x", labelrotation=40, labelsize=8)
-    fig.suptitle(heading)
-    fig.tight_layout()
-    return fig
-
-
-def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
-    """Default vs tuned parameters on an RTX 3090 (7B fp16): modelled (orange outline) beside reported (grey)."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    x = np.arange(len(case))
-    ax.bar(x - 0.2, case["reported_speedup"], 0.4, **PUBLISHED_BAR, label="reported (feature-request discussion)")
-    ax.bar(x + 0.2, case["modelled_speedup"], 0.4, color="white", edgecolor=MODELLED, lw=2, ls="--",
-           label="modelled (roofline x compression)")
-    for i, r in case.iterrows():
-        ax.text(i + 0.2, r["modelled_speedup"], f"{r['modelled_speedup']:.2f}x\nq={r['step_tokens']:.0f}",
-                ha="center", va="bottom", fontsize=8)
-        ax.text(i - 0.2, r["reported_speedup"], f"{r['reported_speedup']:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, [f"{p}\n(N,W,G={c})" for p, c in zip(case["parameters"], case["config"])])
-    ax.set(ylabel="speedup over greedy (x)")
-    ax.set_ylim(0, 1.25 * max(case["modelled_speedup"].max(), case["reported_speedup"].max()))
-    _unity(ax)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
-    ax.set_title(heading)
-    fig.tight_layout()
     return fig
 
 
 def sampling_plot(df: pd.DataFrame, heading: str) -> plt.Figure:
-    """Speedup and compression of lookahead sampling vs temperature (medians, per-prompt dots)."""
+    """Speedup over plain sampling and compression of lookahead sampling per temperature: all prompts with 95%
+    intervals (lade.lab.stats), single prompts as dots."""
+    summary = summarize_runs(df, reference="plain", keys=("temperature", "method"))
+    summary = summary[summary["method"] == "lade"].reset_index(drop=True)
     lade_rows = df[df["method"] == "lade"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, column, label in ((axes[0], "speedup", "speedup over plain sampling (x)"),
                               (axes[1], "compression", "compression (tokens per forward)")):
-        sns.stripplot(data=lade_rows, x="temperature", y=column, color="0.2", size=3, ax=ax, jitter=0.1)
-        sns.pointplot(data=lade_rows, x="temperature", y=column, estimator="median", color=MEASURED, ax=ax,
-                      errorbar=None, label="measured: median")
+        xs = np.arange(len(summary))
+        ax.errorbar(xs, summary[column], yerr=interval_errors(summary, column), fmt="o-", color=MEASURED,
+                    capsize=4, label="measured: all prompts (95% interval)")
+        for i, t in enumerate(summary["temperature"]):
+            _dots(ax, i, lade_rows.loc[lade_rows["temperature"] == t, column], 0.15)
+        ax.set_xticks(xs, [_number(t) for t in summary["temperature"]])
         ax.set(xlabel="temperature", ylabel=label)
-        _unity(ax)
+        unity(ax)
+    legend_below(fig, axes[0], ncol=1)
     fig.suptitle(heading)
-    fig.tight_layout()
     return fig
 
 
-def distribution_plot(dist: pd.DataFrame, tv: pd.DataFrame, heading: str,
-                      top: int = 12) -> plt.Figure:
+def distribution_plot(dist: pd.DataFrame, tv: pd.DataFrame, heading: str, top: int = 12) -> plt.Figure:
     """Left: empirical frequencies of the most common tokens at the last sampled position, plain vs lade.
     Right: total-variation distance to plain sampling per position, lade vs an independent plain run."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.3), gridspec_kw={"width_ratios": [1.5, 1]})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"width_ratios": [1.5, 1]})
     last = int(dist["position"].max())
     at = dist[(dist["position"] == last) & dist["sampler"].isin(["plain", "lade"])]
     freq = at.groupby("sampler")["token"].value_counts(normalize=True).rename("frequency").reset_index()
@@ -219,41 +232,46 @@ def distribution_plot(dist: pd.DataFrame, tv: pd.DataFrame, heading: str,
     freq = freq[freq["token"].isin(tokens)].copy()
     texts = at.drop_duplicates("token").set_index("token")["text"].map(repr)
     freq["token text"] = freq["token"].map(texts)
-    order = [texts[t] for t in tokens]
-    sns.barplot(data=freq, x="token text", y="frequency", hue="sampler", order=order, hue_order=["plain", "lade"],
-                palette={"plain": "0.6", "lade": MEASURED}, ax=axes[0])
-    axes[0].set(xlabel=f"token at position {last + 1}", ylabel="empirical frequency",
+    sns.barplot(data=freq, x="token text", y="frequency", hue="sampler", order=[texts[t] for t in tokens],
+                hue_order=["plain", "lade"], palette={"plain": "0.6", "lade": MEASURED}, ax=axes[0], errorbar=None,
+                legend=False)
+    axes[0].set(xlabel=f"token at position {last + 1} (grey: plain, blue: lade)", ylabel="empirical frequency",
                 title=f"top {top} tokens at position {last + 1}")
     axes[0].tick_params(axis="x", labelrotation=45, labelsize=7)
-    sns.lineplot(data=tv.assign(position=tv["position"] + 1), x="position", y="tv_distance", hue="sampler",
-                 style="sampler", markers=True, palette={"lade": MEASURED, "plain (independent seeds)": "0.55"},
-                 ax=axes[1])
+    for sampler, color, marker in (("lade", MEASURED, "o"), ("plain (independent seeds)", PUBLISHED, "s")):
+        part = tv[tv["sampler"] == sampler]
+        axes[1].plot(part["position"] + 1, part["tv_distance"], marker=marker, color=color, label=sampler)
     axes[1].set(xlabel="generated token position", ylabel="total-variation distance to plain sampling",
                 title="lade vs noise floor (plain vs plain)")
     axes[1].set_ylim(bottom=0)
+    legend_below(fig, axes[1], ncol=2)
     fig.suptitle(heading)
-    fig.tight_layout()
     return fig
 
 
 def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> plt.Figure:
-    """Per ablation variant: this run's median speedup and compression (blue) beside the paper's (grey hatched)."""
+    """Per ablation variant: this run's speedup and compression with 95% intervals (blue) beside the paper's
+    (grey hatched)."""
     table = table.set_index("variant").reindex(order).reset_index()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     y = np.arange(len(table))
-    for ax, ours, paper, label in ((axes[0], "speedup_median", "published_speedup", "speedup over greedy (x)"),
-                                   (axes[1], "compression_mean", "published_compression", "compression (tokens/step)")):
-        ax.barh(y - 0.2, table[ours], 0.4, **MEASURED_BAR, label="measured (this run)")
-        ax.barh(y + 0.2, table[paper].fillna(0), 0.4, **PUBLISHED_BAR, label="published (Llama-2-7B, A100)")
-        for i, (a, b) in enumerate(zip(table[ours], table[paper])):
-            ax.text(a, i - 0.2, f" {a:.2f}", va="center", fontsize=8)
+    for ax, ours, paper, label in ((axes[0], "speedup", "published_speedup", "speedup over greedy (x)"),
+                                   (axes[1], "compression", "published_compression", "compression (tokens/step)")):
+        ax.barh(y - 0.2, table[ours], 0.4, **MEASURED_BAR, label="measured here (95% interval)")
+        ax.errorbar(table[ours], y - 0.2, xerr=interval_errors(table, ours), **ERRORBAR)
+        has = table[paper].notna()
+        ax.barh(y[has] + 0.2, table.loc[has, paper], 0.4, **PUBLISHED_BAR, label="published (Llama-2-7B, A100)")
+        for i, (a, high, b) in enumerate(zip(table[ours], table[f"{ours}_high"], table[paper])):
+            ax.annotate(f"{a:.2f}", (np.nanmax([a, high]), i - 0.2), va="center", fontsize=8, xytext=(3, 0),
+                        textcoords="offset points")
             if pd.notna(b):
-                ax.text(b, i + 0.2, f" {b:.2f}", va="center", fontsize=8)
+                ax.annotate(f"{b:.2f}", (b, i + 0.2), va="center", fontsize=8, xytext=(3, 0),
+                            textcoords="offset points")
         ax.set_yticks(y, table["variant"] if ax is axes[0] else [""] * len(y))
         ax.invert_yaxis()
         ax.set_xlabel(label)
-        _unity(ax, horizontal=False)
-    axes[0].legend(fontsize=8, loc="lower right")
+        ax.set_xlim(0, 1.2 * np.nanmax([table[f"{ours}_high"].max(), table[ours].max(), table[paper].max()]))
+        unity(ax, horizontal=False)
+    legend_below(fig, axes[0], ncol=2)
     fig.suptitle(heading)
-    fig.tight_layout()
     return fig

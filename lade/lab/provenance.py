@@ -1,5 +1,5 @@
 """Provenance record stored with every results file: versions, the lock's digest, git commit and cleanliness,
-device, time, parameters."""
+device, time, parameters; and the digest of a model's weights (`weights_sha256`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+import torch
 
 from ..device import device_description
 from .paths import REPO
@@ -36,6 +38,17 @@ def lock_digest() -> str | None:
     """sha256 of requirements.lock: names the exact environment a result came from."""
     lock = REPO / "requirements.lock"
     return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """sha256 over the model's state dict as it runs (names, dtypes, shapes and raw bytes, in name order): the
+    same weights in the same dtype give the same digest wherever they were loaded from."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
 
 
 def provenance(**params: Any) -> dict[str, Any]:
