@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..config import LookaheadConfig
 
 RETRIEVALS = 4  # distinct retrieved continuations per source and step
+MARGIN = 1.05  # predicted gain an adaptive step needs over a plain one-token step (estimates are noisy)
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # a match of length m falls in the first bucket >= m (longer: the last + 1)
 
 
@@ -85,7 +86,7 @@ class PlanningDrafter:
         if self.pool is not None:
             leads += [Lead(tokens, tuple(pool_kind(d) for d in range(len(tokens))))
                       for tokens in self.pool.candidates(last)]
-        self.plan = plan_tree(last, leads, self.table, recycling_kind, self.stats, self.budget, self.cost)
+        self.plan = plan_tree(last, leads, self.table, recycling_kind, self.stats, self.budget, self.cost, MARGIN)
         return Draft(self.window.levels, self.plan.candidates)
 
     def observe(self, outcome: Outcome) -> None:

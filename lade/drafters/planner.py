@@ -58,10 +58,10 @@ class Plan:
 
 def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
               recycling_kind: Callable[[int, int], Kind], stats: AcceptanceStats, budget: int,
-              cost: Callable[[int], float] | None) -> Plan:
+              cost: Callable[[int], float] | None, margin: float = 1.0) -> Plan:
     """Best-first tree over the leads (continuations of the root) and, with a table, the recycled successors of every
     node (recycling_kind(rank, depth) names their kind). cost: m -> seconds of a step feeding m nodes (None: take all
-    up to `budget`)."""
+    up to `budget`); a drafting step must beat the plain step's expected tokens per second by `margin`."""
     counter = 0
     heap: list[tuple[float, int, tuple[int, ...], set[Kind], list[Lead]]] = []
 
@@ -88,7 +88,7 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
             heapq.heappush(heap, (-probability * p * scale, counter, path + (token,), kinds, rest))
 
     push_children((), 1.0, root, leads)
-    plan, expected, best, best_m = Plan(), 1.0, 1.0 / cost(0) if cost else 0.0, 0
+    plan, expected, best, best_m = Plan(), 1.0, margin / cost(0) if cost else 0.0, 0
     while heap and len(plan.nodes) < budget:
         negative, _, path, kinds, rest = heapq.heappop(heap)
         plan.nodes.append(PlannedNode(path, kinds, -negative))
