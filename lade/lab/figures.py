@@ -257,3 +257,74 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
     fig.suptitle(heading)
     fig.tight_layout()
     return fig
+
+
+def speedup_by_model(summary: pd.DataFrame, published_rows: pd.DataFrame, heading: str) -> plt.Figure:
+    """Several models (one per spec entry): published speedups per model (hatched grey) beside this run's median
+    speedup and mean compression per model and method (blue shades)."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [1, 1.4, 1.4]})
+    ax = axes[0]
+    labels = [f"{m}\nN,W,G={c or '?'}" for m, c in zip(published_rows["model"], published_rows["config"])]
+    ax.bar(labels, published_rows["speedup"], **PUBLISHED_BAR, label="published (A100, fp16)")
+    for i, v in enumerate(published_rows["speedup"]):
+        ax.text(i, v, f"{v:.2f}x", ha="center", va="bottom", fontsize=8)
+    ax.set(ylabel="speedup over greedy (x)", title="published")
+    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+    _unity(ax)
+    measured = summary[summary["method"] != "greedy"]
+    palette = sns.light_palette(MEASURED, n_colors=measured["method"].nunique() + 1)[1:]
+    for ax, column, label in ((axes[1], "speedup_median", "speedup over greedy (x), median"),
+                              (axes[2], "compression_mean", "compression (tokens per forward)")):
+        sns.barplot(data=measured, x="model", y=column, hue="method", palette=palette, ax=ax)
+        for container in ax.containers:
+            ax.bar_label(container, fmt="%.2f", fontsize=7)
+        ax.set(xlabel="", ylabel=label, title="reproduced (this run)" if column == "speedup_median" else "")
+        ax.tick_params(axis="x", labelsize=8, labelrotation=15)
+        ax.legend(fontsize=7, title="method")
+    _unity(axes[1])
+    fig.suptitle(heading)
+    fig.tight_layout()
+    return fig
+
+
+def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame, labels: dict[str, str],
+                    heading: str) -> plt.Figure:
+    """Spec-Bench per task. Left: the published leaderboard's Lookahead (solid) and PLD (dashed) speedups per setup
+    (grey). Middle: this run's median speedup per task and method (blue shades). Right: this run's compression per
+    task beside the leaderboard's mean accepted tokens (overall, grey lines)."""
+    tasks = [t for t in labels if t != "overall" and t in set(summary["task"])]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), gridspec_kw={"width_ratios": [1.2, 1.4, 1.2]})
+    ax = axes[0]
+    setups = list(dict.fromkeys(leaderboard["setup"]))
+    greys = sns.color_palette("Greys", len(setups) + 2)[2:]
+    for color, setup in zip(greys, setups):
+        for method, style in (("lookahead", "-"), ("pld", "--")):
+            rows = leaderboard[(leaderboard["setup"] == setup) & (leaderboard["method"] == method)]
+            rows = rows.set_index("task").reindex(list(labels)).dropna(subset=["speedup"])
+            ax.plot([labels[t] for t in rows.index], rows["speedup"], style, marker="D", ms=4, color=color,
+                    label=f"{method}: {setup}")
+    ax.set(ylabel="speedup over greedy (x)", title="published (Spec-Bench leaderboard, fp16)")
+    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+    ax.legend(fontsize=6, ncol=1)
+    _unity(ax)
+    measured = summary[summary["method"] != "greedy"].copy()
+    measured["label"] = measured["task"].map(labels)
+    several = measured["model"].nunique() > 1
+    measured["series"] = measured["model"] + ": " + measured["method"] if several else measured["method"]
+    palette = sns.light_palette(MEASURED, n_colors=measured["series"].nunique() + 1)[1:]
+    order = [labels[t] for t in tasks]
+    for ax, column, label in ((axes[1], "speedup_median", "speedup over greedy (x), median"),
+                              (axes[2], "compression_mean", "compression (tokens per forward)")):
+        sns.barplot(data=measured, x="label", y=column, hue="series", order=order, palette=palette, ax=ax)
+        ax.set(xlabel="", ylabel=label, title="reproduced (this run)" if column == "speedup_median" else "")
+        ax.tick_params(axis="x", labelsize=7, labelrotation=30)
+        ax.legend(fontsize=7)
+    _unity(axes[1])
+    overall = leaderboard[leaderboard["task"] == "overall"]
+    for color, (_, row) in zip(sns.color_palette("Greys", len(overall) + 2)[2:], overall.iterrows()):
+        axes[2].axhline(row["mean_accepted_tokens"], color=color, lw=1, ls=":", zorder=0)
+    axes[2].text(0.01, 0.98, "grey dotted: published mean accepted tokens (overall)", transform=axes[2].transAxes,
+                 fontsize=7, va="top")
+    fig.suptitle(heading)
+    fig.tight_layout()
+    return fig
