@@ -46,11 +46,8 @@ def _unity(ax: plt.Axes, horizontal: bool = True) -> None:
     (ax.axhline if horizontal else ax.axvline)(1.0, color="0.2", lw=1, ls=":", zorder=0)
 
 
-def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.DataFrame, heading: str) -> plt.Figure:
-    """Left: published A100 speedups per model (hatched grey). Right: this run's speedup per method (blue bars:
-    median of per-prompt ratios; dots: single prompts) and its tokens/s."""
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1.3, 1.3]})
-    ax = axes[0]
+def _published_panel(ax: plt.Axes, published_rows: pd.DataFrame) -> None:
+    """Published speedups per model (hatched grey), labelled with their N,W,G."""
     labels = [f"{m}\nN,W,G={c or '?'}" for m, c in zip(published_rows["model"], published_rows["config"])]
     ax.bar(labels, published_rows["speedup"], **PUBLISHED_BAR, label="published (A100, fp16)")
     for i, v in enumerate(published_rows["speedup"]):
@@ -58,7 +55,14 @@ def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.D
     ax.set(ylabel="speedup over greedy (x)", title="published")
     ax.tick_params(axis="x", labelsize=7, labelrotation=30)
     _unity(ax)
-    ax.legend(loc="lower right", fontsize=8)
+
+
+def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.DataFrame, heading: str) -> plt.Figure:
+    """Left: published A100 speedups per model (hatched grey). Right: this run's speedup per method (blue bars:
+    median of per-prompt ratios; dots: single prompts) and its tokens/s."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1.3, 1.3]})
+    _published_panel(axes[0], published_rows)
+    axes[0].legend(loc="lower right", fontsize=8)
     order = list(summary["method"])
     ax = axes[1]
     ax.bar(order, summary["speedup_median"], **MEASURED_BAR, alpha=0.85, label="measured: median")
@@ -263,14 +267,7 @@ def speedup_by_model(summary: pd.DataFrame, published_rows: pd.DataFrame, headin
     """Several models (one per spec entry): published speedups per model (hatched grey) beside this run's median
     speedup and mean compression per model and method (blue shades)."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [1, 1.4, 1.4]})
-    ax = axes[0]
-    labels = [f"{m}\nN,W,G={c or '?'}" for m, c in zip(published_rows["model"], published_rows["config"])]
-    ax.bar(labels, published_rows["speedup"], **PUBLISHED_BAR, label="published (A100, fp16)")
-    for i, v in enumerate(published_rows["speedup"]):
-        ax.text(i, v, f"{v:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set(ylabel="speedup over greedy (x)", title="published")
-    ax.tick_params(axis="x", labelsize=7, labelrotation=30)
-    _unity(ax)
+    _published_panel(axes[0], published_rows)
     measured = summary[summary["method"] != "greedy"]
     palette = sns.light_palette(MEASURED, n_colors=measured["method"].nunique() + 1)[1:]
     for ax, column, label in ((axes[1], "speedup_median", "speedup over greedy (x), median"),

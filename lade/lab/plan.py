@@ -27,7 +27,7 @@ from .experiments import ablation_methods, scaling_methods
 from .gpu_model import MODEL_SHAPES, gpu_table, roofline_latency
 from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
 from .runs import methods_for
-from .specs import (ModelEntry, Spec, SpecError, config_params, display_name, load_spec, model_entries,
+from .specs import (ModelEntry, Spec, SpecError, config_params, load_spec, model_entries,
                     notebook_parameters, override_model, parse_size)
 
 MISSING_WEIGHTS_EXIT = 3
