@@ -88,7 +88,7 @@ def _write_spec(tmp_path, **content) -> Path:
     ({"temperatures": [1.0]}, r"parameters \['temperatures'\] are declared by none of its notebooks"),
     ({"datasets": ["humaneval", "mmlu"], "notebooks": ["02_humaneval_speedup"]}, "unknown dataset 'mmlu'"),
     ({"categories": ["poetry"], "notebooks": ["07_spec_bench"]}, "spec_bench:poetry"),
-    ({"configs": ["5,15"]}, "lookahead config '5,15'"),
+    ({"configs": ["5,15"]}, "N,W,G.*'5,15'"),
     ({"dtype": "float8"}, "dtype 'float8'"),
     ({"models": [{"name": "m", "path": "x", "window": 3}]}, r"unknown keys \['window'\]"),
     ({"models": [{"name": "m", "path": "x", "prompt_format": "markdown"}]}, "prompt_format 'markdown'"),

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from ..config import LookaheadConfig
 from ..cost import HOST_S, prior_table
 from .bench import Method
 from .experiments import ablation_methods, scaling_methods
@@ -170,13 +171,14 @@ def hardware_row(hardware: str) -> dict[str, float]:
 
 def _prior(config: tuple[int, ...]) -> tuple[float, float]:
     """(compression, tokens per step) of a config: the cost prior's nearest config by full step size (its
-    compression; the step priced at the config's own full size 1 + (W + G)(N - 1))."""
-    n, w, g = config[:3]
-    full = 1 + (w + g) * (n - 1) if w else 1 + g * (n - 1)
+    compression; a window config's step priced at its own full size 1 + (W + G)(N - 1), a pool-only one's at the
+    prior's mean, most of its steps feeding one token)."""
+    def full(key: tuple[int, ...]) -> int:
+        return LookaheadConfig.from_key(key).max_step_tokens()
+
     table = prior_table("mixed")
-    nearest = min(table, key=lambda k: abs((1 + (k[1] + k[2]) * (k[0] - 1)) - full))
-    compression, step_tokens, _ = table[nearest]
-    return compression, float(full if w else step_tokens)
+    compression, step_tokens, _ = table[min(table, key=lambda k: abs(full(k) - full(config)))]
+    return compression, float(full(config) if config[1] else step_tokens)
 
 
 def estimate_seconds(work: list[Work], params: float, dtype: str, hardware: str) -> list[float]:
@@ -268,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is None:
             parser.error("prepare needs --out")
         if any(m["path"].lower() in EMBEDDED_ALIASES for p in resolved.params.values() for m in p["models"]):
-            prepare_embedded_model()  # set-up's step, idempotent: the notebooks load it from the cache
+            # set-up's step (idempotent): the notebooks load it from the cache; stdout lists only notebooks
+            print(f"[setup] embedded model ready: {prepare_embedded_model()}", file=sys.stderr)
         args.out.mkdir(parents=True, exist_ok=True)
         for nb, params in resolved.params.items():
             (args.out / f"{nb}.params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from .bench import parse_config
 from .models import DTYPES, EMBEDDED_ALIASES, EMBEDDED_NAME, Weights, locate_weights
 from .paths import DATA_DIR, REPO, cache_dir
 from .prompts import FROZEN_SETS, HUB_SETS, PROMPT_FORMATS, SPEC_BENCH_CATEGORIES, SPEC_BENCH_TASKS, split_set_name
@@ -55,10 +56,11 @@ def parse_size(size: str | None) -> float | None:
 
 
 def check_config(text: str) -> str:
-    """A lookahead config 'N,W,G' or 'N,W,G,C,M' (as Method.from_key takes it), returned unchanged."""
-    parts = str(text).split(",")
-    if len(parts) not in (3, 5) or not all(p.strip().isdigit() for p in parts):
-        raise SpecError(f"lookahead config {text!r}: write 'N,W,G' (e.g. '5,15,15') or 'N,W,G,C,M'")
+    """A lookahead config 'N,W,G' or 'N,W,G,C,M' (bench.parse_config's rule), returned unchanged."""
+    try:
+        parse_config(str(text))
+    except ValueError as err:
+        raise SpecError(str(err)) from None
     return str(text)
 
 
