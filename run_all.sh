@@ -1,52 +1,49 @@
 #!/usr/bin/env bash
-# Regenerate every figure: set-up (scripts/setup.sh), then execute each notebooks/*.ipynb with papermill.
-# Executed copies and logs go to build/notebooks/ (git-ignored); the notebooks write figures to figures/.
-# Notebooks run with notebooks/ as working directory and the Jupyter kernel "lade" (this .venv).
-#   ./run_all.sh [--quick] [--model NAME_OR_PATH] [--device cpu|cuda] [--dtype float32|float16|bfloat16]
-#                [--only NAME[,NAME...]]
+# Regenerate the figures of an experiment spec: set-up (scripts/setup.sh), then execute each notebook the spec names
+# with papermill. Executed copies, logs and each notebook's resolved parameters go to build/notebooks/ (git-ignored);
+# the notebooks write figures to figures/. Notebooks run with notebooks/ as working directory and the kernel "lade".
+#   ./run_all.sh [--params SPEC] [--plan] [--quick] [--model NAME_OR_PATH] [--device cpu|cuda]
+#                [--dtype float32|float16|bfloat16] [--only NAME[,NAME...]]
+#   --params  an experiment spec, data/experiments/*.yaml (default: embedded-cpu.yaml, the default run); each notebook
+#             gets its parameters from it (build/notebooks/NAME.params.yaml, passed with papermill -f), and
+#             --model/--device/--dtype/--quick override them
+#   --plan    print every notebook x model x dataset x method x dtype x device the spec would run, the weights it
+#             needs and whether they are here, and the estimated time; run nothing (exit 3 if weights are missing)
+# LADE_SKIP_SETUP=1 skips set-up (for callers that ran it, e.g. the tests); LADE_VENV: the environment (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")"
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
-params=() only="" model=""
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+spec=data/experiments/embedded-cpu.yaml plan=0 options=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --quick) params+=(-p quick True); shift ;;
-        --model) model="$2"; params+=(-p model "$2"); shift 2 ;;
-        --device) params+=(-p device "$2"); shift 2 ;;
-        --dtype) params+=(-p dtype "$2"); shift 2 ;;
-        --only) only="$2"; shift 2 ;;
+        --params) spec="$2"; shift 2 ;;
+        --plan) plan=1; shift ;;
+        --quick) options+=(--quick); shift ;;
+        --model|--device|--dtype|--only) options+=("$1" "$2"); shift 2 ;;
         -h|--help) usage ;;
         *) echo "unknown option: $1" >&2; usage 2 ;;
     esac
 done
+venv="${LADE_VENV:-.venv}"
+[[ "${LADE_SKIP_SETUP:-0}" == 1 ]] || scripts/setup.sh --no-model
 
-case "${model,,}" in
-    ""|embedded|smollm2) scripts/setup.sh ;;
-    *) scripts/setup.sh --no-model ;;
-esac
-
-shopt -s nullglob
-notebooks=()
-for nb in notebooks/*.ipynb; do
-    name="$(basename "$nb" .ipynb)"
-    if [[ -z "$only" || ",$only," == *",$name,"* || ",$only," == *",$name.ipynb,"* ]]; then
-        notebooks+=("$nb")
-    fi
-done
-if [[ ${#notebooks[@]} == 0 ]]; then
-    if [[ -n "$only" ]]; then echo "no notebook matches --only $only" >&2; exit 2; fi
-    echo "run_all: no notebooks exist yet (notebooks/*.ipynb); nothing to execute"
-    exit 0
+if [[ $plan == 1 ]]; then
+    exec "$venv/bin/python" -m lade.lab.plan show "$spec" "${options[@]}"
 fi
 
+# the spec resolved per notebook; stops here (exit 2 or 3, with the reason) on a bad spec or missing weights
 mkdir -p build/notebooks figures
+rm -f build/notebooks/*.params.yaml
+listing="$("$venv/bin/python" -m lade.lab.plan prepare "$spec" --out build/notebooks "${options[@]}")"
+mapfile -t notebooks <<< "$listing"
+
 failed=() total=$SECONDS
 for i in "${!notebooks[@]}"; do
-    nb="${notebooks[$i]}" name="$(basename "${notebooks[$i]}" .ipynb)" start=$SECONDS
+    name="${notebooks[$i]}" start=$SECONDS
     printf '[%d/%d] %s ... ' "$((i + 1))" "${#notebooks[@]}" "$name"
-    if .venv/bin/papermill "$nb" "build/notebooks/$name.ipynb" -k lade --cwd notebooks "${params[@]}" \
-            >"build/notebooks/$name.log" 2>&1; then
+    if "$venv/bin/papermill" "notebooks/$name.ipynb" "build/notebooks/$name.ipynb" -k lade --cwd notebooks \
+            -f "build/notebooks/$name.params.yaml" >"build/notebooks/$name.log" 2>&1; then
         echo "ok ($((SECONDS - start)) s)"
     else
         echo "FAILED ($((SECONDS - start)) s); last lines of build/notebooks/$name.log:"
@@ -55,7 +52,7 @@ for i in "${!notebooks[@]}"; do
     fi
 done
 
-echo "run_all: ${#notebooks[@]} notebook(s) in $((SECONDS - total)) s; figures in figures/"
+echo "run_all: ${#notebooks[@]} notebook(s) of $(basename "$spec") in $((SECONDS - total)) s; figures in figures/"
 if [[ ${#failed[@]} -gt 0 ]]; then
     echo "run_all: FAILED notebook(s): ${failed[*]}" >&2
     exit 1

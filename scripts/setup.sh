@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time, idempotent set-up shared by run_all.sh and run_tests.sh:
-#   1. .venv from requirements.lock (Python 3.11), skipped while the lock and pyproject are unchanged
+#   1. .venv from requirements.lock (Python 3.11, hash-checked; LADE_LOCK=requirements-gpu.lock for CUDA torch),
+#      skipped while the lock and pyproject are unchanged
 #   2. lade itself, editable (pip install -e . --no-deps)
 #   3. the Jupyter kernel "lade", then the frozen prompt sets checked against data/prompts/MANIFEST.json
 #   4. the embedded SmolLM2-135M-Instruct model prepared in .cache/ (or $LADE_CACHE), unless --no-model
@@ -26,12 +27,31 @@ if [[ ! -x .venv/bin/python ]]; then
     "$py" -m venv .venv
 fi
 
+# The lock: LADE_LOCK (requirements-gpu.lock for the CUDA build of torch), else the one this .venv was made from,
+# else requirements.lock. Every package is pinned with its sha256 (pip checks them); requirements.lock has the CPU
+# build of torch, which pip takes from download.pytorch.org where no local wheel or index offers it already.
+lock="${LADE_LOCK:-$(cat .venv/.lade-lock 2>/dev/null || echo requirements.lock)}"
+[[ -f "$lock" ]] || { echo "[setup] no lock file $lock (LADE_LOCK)" >&2; exit 1; }
+install_lock() {
+    local log; log="$(mktemp)"
+    if .venv/bin/python -m pip install -r "$lock" >"$log" 2>&1; then rm -f "$log"; return; fi
+    if grep -q "No matching distribution found for torch==" "$log"; then
+        echo "[setup] the CPU build of torch is not offered here; taking it from $torch_cpu_index"
+        quiet .venv/bin/python -m pip install -r "$lock" --extra-index-url "$torch_cpu_index"
+    else
+        grep -v "is ignored: it is neither" "$log" | tail -30 >&2; echo "[setup] failed: pip install -r $lock" >&2
+        exit 1
+    fi
+}
+torch_cpu_index=https://download.pytorch.org/whl/cpu
+
 stamp=.venv/.lade-installed
-wanted="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)"
+wanted="$(cat "$lock" pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
-    echo "[setup] installing requirements.lock into .venv (first time: a few minutes)"
+    echo "[setup] installing $lock into .venv (first time: a few minutes)"
     start=$SECONDS
-    quiet .venv/bin/python -m pip install -r requirements.lock
+    install_lock
+    echo "$lock" > .venv/.lade-lock
     quiet .venv/bin/python -m pip install -e . --no-deps
     echo "$wanted" > "$stamp"
     echo "[setup] environment installed in $((SECONDS - start)) s"

@@ -23,34 +23,38 @@ from lade.lab.paths import REPO  # noqa: E402
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {  # notebook -> figures it must write
     "01_mt_bench_speedup": ["01_mt_bench_speedup"],
-    "02_humaneval_speedup": ["02_humaneval_speedup"],
+    "02_humaneval_speedup": ["02_humaneval_speedup", "02_gsm8k_speedup"],
     "03_scaling_law": ["03_scaling_law", "03_parallel_ranks"],
     "04_flops_vs_throughput": ["04_calibration", "04_latency_vs_tokens", "04_gpu_speedup_heatmap",
                                "04_rtx3090_default_vs_tuned", "04_cpu_validation"],
     "05_sampling": ["05_sampling_vs_temperature", "05_sampling_distribution"],
     "06_ablation": ["06_ablation"],
+    "07_spec_bench": ["07_spec_bench"],
 }
 RESULTS = {
     "01_mt_bench_speedup": ["mt_bench.jsonl"],
-    "02_humaneval_speedup": ["humaneval.jsonl"],
+    "02_humaneval_speedup": ["humaneval.jsonl", "gsm8k.jsonl"],
     "03_scaling_law": ["scaling.jsonl"],
     "04_flops_vs_throughput": ["gpu_compression.jsonl", "calibration.csv", "latency.csv", "gpu_predictions.csv",
                                "cpu_validation.csv"],
     "05_sampling": ["sampling.jsonl", "sampling_distribution.csv"],
     "06_ablation": ["ablation.jsonl"],
+    "07_spec_bench": ["spec_bench.jsonl"],
 }
 
 
 def test_every_notebook_is_covered_and_clean():
     """The lists above name every notebook; committed notebooks carry no outputs and a tagged parameters cell
-    of literals that papermill can override (quick, model, device, dtype, recompute)."""
+    of literals that papermill can override (quick, the model or a spec's models, device, dtype, attention, prompt
+    format, recompute)."""
     assert sorted(p.stem for p in NOTEBOOKS) == sorted(FIGURES) == sorted(RESULTS)
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text())["cells"]
         code = [c for c in cells if c["cell_type"] == "code"]
         assert "parameters" in code[0]["metadata"].get("tags", []), path.name
         params = "".join(code[0]["source"])
-        for name in ("quick = False", "model = ", "device = ", "dtype = ", "recompute = True"):
+        for name in ("quick = False", "model = ", "models = []", "device = ", "dtype = ", "attn_implementation = ",
+                     "prompt_format = ", "recompute = True"):
             assert name in params, f"{path.name}: parameters cell lacks {name!r}"
         for cell in code:
             assert not cell.get("outputs") and cell.get("execution_count") is None, f"{path.name} has outputs"
@@ -124,3 +128,4 @@ def test_notebook_outputs(executed, name):
         assert not missing, f"{result} lacks columns {missing}"
         prov = df.attrs.get("provenance", {})
         assert prov.get("packages", {}).get("torch") and prov.get("device"), f"{result}: no provenance"
+        assert prov.get("lock_sha256"), f"{result}: the environment's lock digest is not recorded"

@@ -27,7 +27,7 @@ Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["pr
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,15 +38,20 @@ from tqdm.auto import tqdm
 
 from ..auto import auto_config
 from ..config import LookaheadConfig
-from .prompts import encode_chat, load_prompts
+from .agreement import first_divergence
+from .prompts import EncodedPrompt, encode_prompt, load_prompts
 from .provenance import provenance, weights_sha256
 from .results import save_results
 from .stats import summarize_runs
 from .timing import ForwardTimer, timed_generate
 
 ROW_COLUMNS = {
-    "prompt_set": "name of the prompt set (mt_bench, humaneval, ...)",
+    "model": "the model's label (a spec entry's name, else its folder or Hub id's last part)",
+    "dtype": "the model's dtype (float32, float16, bfloat16)",
+    "prompt_set": "name of the prompt set (mt_bench, humaneval, gsm8k, spec_bench:TASK, ...)",
     "prompt_id": "id of the prompt within its set",
+    "prompt_format": "how the prompt was fed: chat (the tokenizer's chat template) or raw (lade.lab.prompts)",
+    "prompt_text": "exactly the text that was tokenized",
     "method": "Method.name",
     "config": "'N,W,G' for lookahead methods (the resolved one for auto), '' otherwise",
     "prompt_tokens": "prompt length in tokens",
@@ -59,7 +64,8 @@ ROW_COLUMNS = {
     "single_token_steps": "share of the forward calls after the prefill that fed one token (plain greedy: 1.0)",
     "forward_s": "time spent inside the model's forward",
     "host_share": "1 - forward_s / wall_s: share of time outside the model forward",
-    "matches_greedy": "output token-for-token identical to plain greedy on this prompt",
+    "matches_greedy": "output token-for-token identical to plain greedy (same model, same dtype) on this prompt",
+    "first_divergence": "first generated position where the output differs from plain greedy's; -1 if identical",
     "speedup": "tokens_per_s / plain greedy's tokens_per_s on the same prompt",
 }
 
@@ -156,12 +162,13 @@ def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask
     return timed_generate(model, input_ids, attention_mask, lookahead, {**gen_kwargs, **method.generate_kwargs})
 
 
-def _row(prompt_set: str, prompt_id: str, method: Method, prompt_tokens: int, new: torch.Tensor, wall: float,
+def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method, new: torch.Tensor, wall: float,
          timer: ForwardTimer) -> dict[str, Any]:
     n = int(new.numel())
     return {
-        "prompt_set": prompt_set, "prompt_id": prompt_id, "method": method.name, "config": method.config_label(),
-        "prompt_tokens": prompt_tokens, "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
+        "prompt_set": prompt_set, "prompt_id": prompt_id, "prompt_format": prompt.format, "prompt_text": prompt.text,
+        "method": method.name, "config": method.config_label(), "prompt_tokens": prompt.input_ids.shape[1],
+        "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
         "forward_calls": timer.calls, "compression": n / max(timer.calls, 1),
         "step_tokens": timer.step_tokens, "single_token_steps": timer.single_token_steps, "forward_s": timer.seconds,
         "host_share": max(0.0, 1.0 - timer.seconds / wall),
@@ -174,16 +181,20 @@ def run_benchmark(
     prompt_sets: Sequence[str] = ("mt_bench", "humaneval"),
     methods: Sequence[Method] = (),
     max_new_tokens: int = 128,
-    n_prompts: int = 10,
+    n_prompts: int | Mapping[str, int] = 10,
     ignore_eos: bool = False,
     warmup: bool = True,
     progress: bool = True,
+    prompt_format: str = "auto",
+    model_name: str | None = None,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
 
     Plain greedy is added if missing (it is the reference); auto methods are resolved (latency measured
     or loaded from the cache) before any timing. `ignore_eos=True` always generates `max_new_tokens`.
+    n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
+    (lade.lab.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
     Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
     """
     methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
@@ -195,37 +206,39 @@ def run_benchmark(
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
     device = next(model.parameters()).device
-    encoded = [
-        (name, str(row["id"]), *(t.to(device) for t in encode_chat(tokenizer, row["prompt"])))
-        for name in prompt_sets for row in load_prompts(name, n_prompts)
-    ]
+    counts = n_prompts if isinstance(n_prompts, Mapping) else {name: n_prompts for name in prompt_sets}
+    encoded = [(name, str(row["id"]), encode_prompt(tokenizer, row["prompt"], name, prompt_format))
+               for name in prompt_sets for row in load_prompts(name, counts[name])]
+    on_device = {i: (e.input_ids.to(device), e.attention_mask.to(device)) for i, (_, _, e) in enumerate(encoded)}
     if warmup and encoded:
-        ids, mask = encoded[0][2], encoded[0][3]
         for method in methods:
-            time_generate(model, method, ids, mask, {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
+            time_generate(model, method, *on_device[0], {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
 
+    name_or_path = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(encoded) * len(methods), disable=not progress, desc="bench", unit="run")
-    for i, (set_name, prompt_id, ids, mask) in enumerate(encoded):
+    for i, (set_name, prompt_id, prompt) in enumerate(encoded):
         order = methods[i % len(methods):] + methods[: i % len(methods)]  # rotate: no method always first
         outputs: dict[str, torch.Tensor] = {}
         prompt_rows = []
         for method in order:
-            new, wall, timer = time_generate(model, method, ids, mask, gen_kwargs)
+            new, wall, timer = time_generate(model, method, *on_device[i], gen_kwargs)
             outputs[method.name] = new
-            prompt_rows.append(_row(set_name, prompt_id, method, ids.shape[1], new, wall, timer))
+            prompt_rows.append(label | _row(set_name, prompt_id, prompt, method, new, wall, timer))
             bar.update()
         greedy_row = next(r for r in prompt_rows if r["method"] == "greedy")
         for row in prompt_rows:
-            row["matches_greedy"] = torch.equal(outputs[row["method"]], outputs["greedy"])
+            row["first_divergence"] = first_divergence(outputs[row["method"]], outputs["greedy"])
+            row["matches_greedy"] = row["first_divergence"] == -1
             row["speedup"] = row["tokens_per_s"] / greedy_row["tokens_per_s"]
         rows.extend(sorted(prompt_rows, key=lambda r: [m.name for m in methods].index(r["method"])))
     bar.close()
 
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     df.attrs["provenance"] = provenance(
-        model=getattr(model.config, "_name_or_path", type(model).__name__), dtype=str(model.dtype),
-        weights_sha256=weights_sha256(model), prompt_sets=list(prompt_sets), n_prompts=n_prompts,
+        model=name_or_path, model_name=label["model"], dtype=str(model.dtype), weights_sha256=weights_sha256(model),
+        prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
@@ -267,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                         help="comma-separated: greedy, auto, auto:chat, auto:code, pld, pld:K")
     parser.add_argument("--config", action="append", default=[], metavar="N,W,G[,C,M]",
                         help="a fixed lookahead config: N,W,G or N,W,G,C,M with pool capacity and match tokens (repeatable)")
+    parser.add_argument("--prompt-format", default="auto", help="chat, raw, auto (chat if the tokenizer has a "
+                        "template) or reference (as the reference implementation's evaluation scripts)")
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("--threads", type=int, default=None,
@@ -282,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     methods = [Method.parse(s) for s in args.methods.split(",") if s.strip()]
     methods += [Method.from_key(parse_config(c)) for c in args.config]
     df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
-                       ignore_eos=args.ignore_eos, warmup=not args.no_warmup, model_arg=args.model,
+                       ignore_eos=args.ignore_eos, warmup=not args.no_warmup, prompt_format=args.prompt_format,
+                       model_arg=args.model,
                        threads=torch.get_num_threads())
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
         print(summarize(df).to_string(index=False))

@@ -19,7 +19,7 @@ from .bench import ROW_COLUMNS, Method, summarize
 from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .paths import published
-from .prompts import encode_chat, load_prompts
+from .prompts import encode_prompt, load_prompts
 from .provenance import provenance, weights_sha256
 from .stats import summarize_runs
 from .timing import timed_generate
@@ -40,6 +40,8 @@ RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
     "sampling.jsonl": SAMPLING_COLUMNS,
     "sampling_distribution.csv": DISTRIBUTION_COLUMNS,
     "ablation.jsonl": tuple(ROW_COLUMNS),
+    "gsm8k.jsonl": tuple(ROW_COLUMNS),
+    "spec_bench.jsonl": tuple(ROW_COLUMNS),
 }
 
 def model_params(model: torch.nn.Module) -> int:
@@ -98,15 +100,21 @@ def log_slope(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _encoded(tokenizer, prompt: str, prompt_set: str, prompt_format: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    encoded = encode_prompt(tokenizer, prompt, prompt_set, prompt_format)
+    return encoded.input_ids.to(device), encoded.attention_mask.to(device)  # [1, T], [1, T]
+
+
 def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float], config: LookaheadConfig,
-                 n_prompts: int, max_new_tokens: int, seed: int = 0, **provenance_params: Any) -> pd.DataFrame:
+                 n_prompts: int, max_new_tokens: int, seed: int = 0, prompt_format: str = "auto",
+                 **provenance_params: Any) -> pd.DataFrame:
     """Plain sampling vs lookahead sampling at each temperature (top_k=0, top_p=1): tokens/s, compression.
 
     Both always generate `max_new_tokens` (EOS ignored) so their lengths match; speedup is per prompt and
-    temperature, lade's tokens/s over plain sampling's measured beside it.
+    temperature, lade's tokens/s over plain sampling's measured beside it. prompt_format: lade.lab.prompts.
     """
     device = next(model.parameters()).device
-    prompts = [(str(r["id"]), *(t.to(device) for t in encode_chat(tokenizer, r["prompt"])))
+    prompts = [(str(r["id"]), *_encoded(tokenizer, r["prompt"], prompt_set, prompt_format, device))
                for r in load_prompts(prompt_set, n_prompts)]
     rows = []
     bar = tqdm(total=len(temperatures) * len(prompts), desc="sampling", unit="prompt")
@@ -135,18 +143,20 @@ def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt_set=prompt_set,
         weights_sha256=weights_sha256(model), temperatures=list(temperatures), config=config.to_dict(),
-        n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed, **provenance_params)
+        n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed, prompt_format=prompt_format,
+        **provenance_params)
     df.attrs["summary"] = summarize_runs(df, reference="plain", keys=("prompt_set", "temperature", "method")).to_dict(
         "records")  # speedup and compression with 95% intervals, saved beside the rows
     return df
 
 
 def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig, temperature: float,
-                         samples: int, new_tokens: int, seed: int = 0, **provenance_params: Any) -> pd.DataFrame:
+                         samples: int, new_tokens: int, seed: int = 0, prompt_format: str = "auto",
+                         **provenance_params: Any) -> pd.DataFrame:
     """`samples` continuations of `new_tokens` tokens from plain sampling (two independent seed sets, the second
     one a noise floor) and from lookahead sampling; one row per (sampler, sample, position, token, its text)."""
     device = next(model.parameters()).device
-    ids, mask = (t.to(device) for t in encode_chat(tokenizer, prompt))
+    ids, mask = _encoded(tokenizer, prompt, "", prompt_format, device)
     gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
                eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
     samplers = {"plain": (None, seed), "plain (independent seeds)": (None, seed + 10**6),

@@ -157,8 +157,12 @@ def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.D
     return fig
 
 
-def legend_below(fig: plt.Figure, ax: plt.Axes, ncol: int = 3) -> None:
-    handles, labels = ax.get_legend_handles_labels()
+def legend_below(fig: plt.Figure, ax: plt.Axes | Sequence[plt.Axes], ncol: int = 3) -> None:
+    """One legend under the figure for the labelled artists of `ax` (one axes or several), each label once."""
+    handles, labels = [], []
+    for one in [ax] if isinstance(ax, plt.Axes) else ax:
+        h, lab = one.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
     unique = {label: h for h, label in zip(handles, labels) if not label.startswith("_")}
     if unique:
         fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
@@ -273,5 +277,72 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
         ax.set_xlim(0, 1.2 * np.nanmax([table[f"{ours}_high"].max(), table[ours].max(), table[paper].max()]))
         unity(ax, horizontal=False)
     legend_below(fig, axes[0], ncol=2)
+    fig.suptitle(heading)
+    return fig
+
+
+def _grouped_bars(ax: plt.Axes, measured: pd.DataFrame, groups: Sequence[str], group_column: str, series: str,
+                  column: str) -> None:
+    """One bar per (group, series) with its 95% interval: groups along x, series side by side in Okabe-Ito colours."""
+    names = list(dict.fromkeys(measured[series]))
+    width = 0.8 / max(len(names), 1)
+    for k, (name, color) in enumerate(zip(names, OKABE_ITO)):
+        part = measured[measured[series] == name].set_index(group_column).reindex(groups).reset_index()
+        xs = np.arange(len(groups)) - 0.4 + width * (k + 0.5)
+        ax.bar(xs, part[column], width, color=color, alpha=0.85, label=name)
+        ax.errorbar(xs, part[column], yerr=interval_errors(part, column), **ERRORBAR)
+    ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], fontsize=7, rotation=25, ha="right")
+
+
+def speedup_by_model(summary: pd.DataFrame, published_rows: pd.DataFrame, heading: str) -> plt.Figure:
+    """Several models (one per spec entry): this run's speedup and compression per model and method with 95%
+    intervals; published A100 speedups of models of the same names as grey diamonds on the speedup panel."""
+    measured = summary[summary["method"] != "greedy"]
+    models = list(dict.fromkeys(measured["model"]))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    for ax, column, label in ((axes[0], "speedup", "speedup over greedy (x, ratio of total times)"),
+                              (axes[1], "compression", "compression (new tokens per forward)")):
+        _grouped_bars(ax, measured, models, "model", "method", column)
+        ax.set(ylabel=label)
+    known = published_rows[published_rows["config"] != ""]
+    for i, model in enumerate(models):
+        for r in known[known["model"] == model].itertuples():
+            axes[0].plot(i, r.speedup, "D", color=PUBLISHED, ms=7, label=f"published (A100, fp16, N,W,G={r.config})")
+    unity(axes[0])
+    legend_below(fig, axes[0])
+    fig.suptitle(heading)
+    return fig
+
+
+def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame, labels: dict[str, str],
+                    heading: str) -> plt.Figure:
+    """Spec-Bench per task. Left: this run's speedup per task and method with 95% intervals, the published
+    leaderboard's Lookahead and PLD speedups (Vicuna, fp16) as grey markers on the same axes. Right: this run's
+    compression per task, the leaderboard's overall mean accepted tokens as grey lines."""
+    tasks = [t for t in labels if t != "overall" and t in set(summary["task"])]
+    measured = summary[summary["method"] != "greedy"].copy()
+    several = measured["model"].nunique() > 1
+    measured["series"] = measured["model"] + ": " + measured["method"] if several else measured["method"]
+    fig, axes = plt.subplots(1, 2, figsize=(15, 5))
+    for ax, column, label in ((axes[0], "speedup", "speedup over greedy (x, ratio of total times)"),
+                              (axes[1], "compression", "compression (new tokens per forward)")):
+        _grouped_bars(ax, measured, tasks, "task", "series", column)
+        ax.set_xticks(np.arange(len(tasks)), [labels[t] for t in tasks], fontsize=7, rotation=0)
+        ax.set(ylabel=label)
+    markers = {"lookahead": "D", "pld": "s"}
+    setups = list(dict.fromkeys(leaderboard["setup"]))
+    greys = [str(g) for g in np.linspace(0.2, 0.65, max(len(setups), 1))]
+    for grey, setup in zip(greys, setups):
+        for method, marker in markers.items():
+            rows = leaderboard[(leaderboard["setup"] == setup) & (leaderboard["method"] == method)]
+            rows = rows.set_index("task").reindex(tasks)
+            axes[0].plot(np.arange(len(tasks)), rows["speedup"], marker, color=grey, ms=5, ls="none",
+                         label=f"published {method}: {setup}")
+    overall = leaderboard[leaderboard["task"] == "overall"].drop_duplicates("setup")
+    for grey, (_, row) in zip(greys, overall.iterrows()):
+        axes[1].axhline(row["mean_accepted_tokens"], color=grey, lw=1, ls=":", zorder=0,
+                        label=f"published mean accepted tokens: {row['setup']}")
+    unity(axes[0])
+    legend_below(fig, axes, ncol=3)
     fig.suptitle(heading)
     return fig

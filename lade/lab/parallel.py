@@ -1,7 +1,8 @@
 """Step compression vs number of ranks for lookahead parallelism, at a fixed window share per rank.
 
 `compression_vs_ranks` launches `torchrun --standalone --nproc_per_node R -m lade.lab.parallel ...` once
-per rank count (gloo on CPU, loopback only); the total window and guess set grow with R (W = R * window_share,
+per rank count (gloo on CPU, loopback only; NCCL on CUDA, where each rank loads the model once, on `cuda:LOCAL_RANK`,
+in the requested dtype); the total window and guess set grow with R (W = R * window_share,
 G = R * guess_share). A last row decodes the largest total window in one process, for reference: its
 compression must equal the parallel one (the union of the ranks' shares is the single-process step), while
 each rank feeds fewer tokens per step. Results: data/results/distributed_scaling.jsonl with provenance.
@@ -26,7 +27,7 @@ from ..config import LookaheadConfig
 from ..distributed import generate
 from .models import load_model
 from .paths import REPO
-from .prompts import encode_chat, load_prompts
+from .prompts import encode_prompt, load_prompts
 from .provenance import provenance
 
 RESULTS = REPO / "data" / "results" / "distributed_scaling.jsonl"
@@ -36,22 +37,31 @@ PROMPT_SETS = ("mt_bench", "humaneval")
 def compression_vs_ranks(ranks: tuple[int, ...] = (1, 2), window_share: int = 3, guess_share: int = 3,
                          ngram_size: int = 4, prompts_per_set: int = 2, max_new_tokens: int = 64,
                          model: str = "embedded", threads_per_rank: int = 1, out: Path | None = RESULTS,
-                         recompute: bool = True, timeout_s: int = 3600) -> list[dict]:
+                         recompute: bool = True, timeout_s: int = 3600, device: str = "cpu", dtype: str = "float32",
+                         attn_implementation: str | None = None, prompt_format: str = "auto") -> list[dict]:
     """One row per rank count, plus the one-process reference row; writes `out` unless it is None.
     threads_per_rank: torch threads of each rank (1 keeps rank counts comparable on a small CPU).
+    device: "cpu" (gloo) or "cuda" (NCCL, one GPU per rank: needs as many GPUs as the largest rank count).
     With recompute=False, reads the rows back from `out` instead of running anything."""
     if not recompute:
         return [json.loads(line) for line in Path(out).read_text().splitlines() if line.strip()]
+    gpus = torch.cuda.device_count() if _backend(device) == "nccl" else None
+    if gpus is not None and max(ranks) > gpus:
+        raise ValueError(f"lookahead parallelism with {max(ranks)} ranks on CUDA needs {max(ranks)} GPUs (one per rank), "
+                         f"this machine has {gpus}: lower `parallel_ranks`")
     widest = max(ranks)
     runs = [(r, r * window_share, r * guess_share) for r in ranks] + [(1, widest * window_share, widest * guess_share)]
-    rows = [_launch(r, w, g, ngram_size, prompts_per_set, max_new_tokens, model, threads_per_rank, timeout_s)
+    options = {"--model": model, "--device": device, "--dtype": dtype, "--prompt-format": prompt_format,
+               "--attn": attn_implementation or ""}
+    rows = [_launch(r, w, g, ngram_size, prompts_per_set, max_new_tokens, options, threads_per_rank, timeout_s)
             for r, w, g in runs]
     rows[-1]["label"] = "one process, widest total window (reference)"
     for row in rows:
         row["same_output_as_first_row"] = row["output_digest"] == rows[0]["output_digest"]
     record = provenance(ranks=list(ranks), window_share=window_share, guess_share=guess_share, ngram_size=ngram_size,
                         prompt_sets=list(PROMPT_SETS), prompts_per_set=prompts_per_set, max_new_tokens=max_new_tokens,
-                        model=model, threads_per_rank=threads_per_rank, backend="gloo",
+                        model=model, threads_per_rank=threads_per_rank, backend=_backend(device), device_arg=device,
+                        dtype=dtype, attn_implementation=attn_implementation, prompt_format=prompt_format,
                         launcher="torchrun --standalone")
     rows = [{**row, "provenance": record} for row in rows]
     if out is not None:
@@ -60,13 +70,17 @@ def compression_vs_ranks(ranks: tuple[int, ...] = (1, 2), window_share: int = 3,
     return rows
 
 
+def _backend(device: str) -> str:
+    return "nccl" if device.startswith("cuda") else "gloo"
+
+
 def _launch(ranks: int, window: int, guess: int, ngram: int, prompts_per_set: int, max_new_tokens: int,
-            model: str, threads: int, timeout_s: int) -> dict:
+            options: dict[str, str], threads: int, timeout_s: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks),
                "-m", "lade.lab.parallel", "--window", str(window), "--guess", str(guess), "--ngram", str(ngram),
-               "--prompts-per-set", str(prompts_per_set), "--max-new-tokens", str(max_new_tokens), "--model", model,
-               "--out", tmp]
+               "--prompts-per-set", str(prompts_per_set), "--max-new-tokens", str(max_new_tokens), "--out", tmp,
+               *(x for flag, value in options.items() for x in (flag, value))]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -90,18 +104,25 @@ def _launch(ranks: int, window: int, guess: int, ngram: int, prompts_per_set: in
 
 
 def _worker(args: argparse.Namespace) -> None:
-    """One rank: decode the first prompts of each set with lade.distributed; write this rank's totals."""
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+    """One rank: load the model once on this rank's device (cuda:LOCAL_RANK under NCCL) in the requested dtype, decode
+    the first prompts of each set with lade.distributed; write this rank's totals."""
+    device = args.device
+    if _backend(device) == "nccl":
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(device)
+    dist.init_process_group(_backend(args.device), timeout=datetime.timedelta(seconds=600))
     rank = dist.get_rank()
-    model, tokenizer = load_model(args.model)
+    model, tokenizer = load_model(args.model, device=device, dtype=args.dtype,
+                                  attn_implementation=args.attn or None)
     config = LookaheadConfig(window_size=args.window, ngram_size=args.ngram, guess_set_size=args.guess)
     digest, steps, new_tokens, step_tokens, refed, seconds = hashlib.sha256(), 0, 0, [], 0, 0.0
     for name in PROMPT_SETS:
         for row in load_prompts(name, args.prompts_per_set):
-            ids, mask = encode_chat(tokenizer, row["prompt"])
+            prompt = encode_prompt(tokenizer, row["prompt"], name, args.prompt_format)
+            ids, mask = prompt.input_ids.to(model.device), prompt.attention_mask.to(model.device)
             out, stats = generate(model, ids, config, attention_mask=mask, return_stats=True, do_sample=False,
                                   max_new_tokens=args.max_new_tokens)
-            digest.update(out.numpy().tobytes())
+            digest.update(out.cpu().numpy().tobytes())
             # the prefill (stats step 0) is the same single forward in every run: count steady steps only
             steps, new_tokens = steps + stats.steps - 1, new_tokens + stats.new_tokens - stats.accepted_per_step[0]
             step_tokens += stats.step_tokens
@@ -118,5 +139,9 @@ if __name__ == "__main__":
     for flag in ("--window", "--guess", "--ngram", "--prompts-per-set", "--max-new-tokens"):
         parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--model", default="embedded")
+    parser.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (NCCL: rank r on cuda:LOCAL_RANK)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--attn", default="", help="attn_implementation ('' for transformers' default)")
+    parser.add_argument("--prompt-format", default="auto")
     parser.add_argument("--out", required=True)
     _worker(parser.parse_args())

@@ -34,9 +34,17 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def lock_digest() -> str | None:
-    """sha256 of requirements.lock: names the exact environment a result came from."""
-    lock = REPO / "requirements.lock"
+def lock_file() -> str:
+    """The lock this environment was installed from: requirements-gpu.lock for a CUDA build of torch, else
+    requirements.lock (the CPU build)."""
+    import torch
+
+    return "requirements-gpu.lock" if torch.version.cuda else "requirements.lock"
+
+
+def lock_digest(name: str | None = None) -> str | None:
+    """sha256 of a lock file (default: lock_file()): names the exact environment a result came from."""
+    lock = REPO / (name or lock_file())
     return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
 
 
@@ -58,6 +66,7 @@ def provenance(**params: Any) -> dict[str, Any]:
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
+        "lock_file": lock_file(),
         "lock_sha256": lock_digest(),
         "packages": {name: _version(name) for name in PACKAGES},
         "python": sys.version.split()[0],
