@@ -25,7 +25,7 @@ from ..config import LookaheadConfig
 from ..cost import HOST_S, prior_table
 from .bench import Method
 from .experiments import ablation_methods, scaling_methods
-from .gpu_model import MODEL_SHAPES, gpu_table, roofline_latency
+from .costmodel import gpus
 from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
 from .runs import methods_for
 from .specs import (ModelEntry, Spec, SpecError, config_params, load_spec, model_entries,
@@ -161,12 +161,17 @@ def hardware_row(hardware: str) -> dict[str, float]:
     """Achieved peak FLOP/s and bandwidth of 'cpu' or a data/gpus.csv GPU class."""
     if hardware == "cpu":
         return CPU_ROW
-    gpus = gpu_table().set_index("gpu")
-    if hardware not in gpus.index:
-        raise SpecError(f"hardware {hardware!r}: use 'cpu' or a GPU of data/gpus.csv: {list(gpus.index)}")
+    known = gpus()
+    if hardware not in known:
+        raise SpecError(f"hardware {hardware!r}: use 'cpu' or a GPU of data/gpus.csv: {list(known)}")
     flop, bandwidth = GPU_EFFICIENCY
-    return {"peak_tflops": gpus.loc[hardware, "peak_tflops"] * flop,
-            "bandwidth_gbs": gpus.loc[hardware, "bandwidth_gbs"] * bandwidth}
+    return {"peak_tflops": known[hardware].peak_tflops * flop, "bandwidth_gbs": known[hardware].bandwidth_gbs * bandwidth}
+
+
+def _roofline(params: float, q: int, row: dict[str, float], width: int) -> float:
+    """A step's roofline: its weight reads at the achieved bandwidth, or its 2 x params x q FLOPs at the achieved
+    FLOP/s (a planning estimate; notebook 04's calibrated cost model adds the KV cache, attention and overheads)."""
+    return max(2 * params * q / (row["peak_tflops"] * 1e12), params * width / (row["bandwidth_gbs"] * 1e9))
 
 
 def _prior(config: tuple[int, ...]) -> tuple[float, float]:
@@ -183,11 +188,11 @@ def _prior(config: tuple[int, ...]) -> tuple[float, float]:
 
 def estimate_seconds(work: list[Work], params: float, dtype: str, hardware: str) -> list[float]:
     """Seconds of each block of one model's work (loading the weights counted in the first): a prefill per prompt and
-    the decoding steps, priced by the roofline of `hardware` (gpu_model.roofline_latency of `params` weights in
+    the decoding steps, priced by the roofline of `hardware` (`_roofline` of `params` weights in
     `dtype`, plus a per-forward overhead on GPUs); lookahead steps at the cost prior's compression."""
     row, width = hardware_row(hardware), 4 if dtype == "float32" else 2
     overhead = 0.0 if hardware == "cpu" else GPU_FORWARD_OVERHEAD_S
-    latency: Callable[[float], float] = lambda q: roofline_latency(params, int(q), PROMPT_TOKENS, row, width) + overhead
+    latency: Callable[[float], float] = lambda q: _roofline(params, int(q), row, width) + overhead
     seconds = []
     for w in work:
         compression, q = _prior(w.config) if w.config else (1.0, 1.0)
@@ -200,9 +205,8 @@ def estimate_seconds(work: list[Work], params: float, dtype: str, hardware: str)
 # ---- the plan table -----------------------------------------------------------------------------------------------
 
 def model_params(entry: ModelEntry) -> float | None:
-    """Parameters from the weights' config.json if present, else the spec's size (or a MODEL_SHAPES size)."""
-    shape = MODEL_SHAPES.get(entry.size or "")
-    return config_params(entry.path) or (shape["params"] if shape else parse_size(entry.size))
+    """Parameters from the weights' config.json if present, else the spec's size."""
+    return config_params(entry.path) or parse_size(entry.size)
 
 
 def plan_table(resolved: Resolved) -> pd.DataFrame:
