@@ -163,15 +163,16 @@ def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask
 
 
 def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method, new: torch.Tensor, wall: float,
-         timer: ForwardTimer) -> dict[str, Any]:
+         timer: ForwardTimer, forward_s: float) -> dict[str, Any]:
+    """wall, forward_s: seconds of one generate call and of its forwards (means over the repeats)."""
     n = int(new.numel())
     return {
         "prompt_set": prompt_set, "prompt_id": prompt_id, "prompt_format": prompt.format, "prompt_text": prompt.text,
         "method": method.name, "config": method.config_label(), "prompt_tokens": prompt.input_ids.shape[1],
         "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
         "forward_calls": timer.calls, "compression": n / max(timer.calls, 1),
-        "step_tokens": timer.step_tokens, "single_token_steps": timer.single_token_steps, "forward_s": timer.seconds,
-        "host_share": max(0.0, 1.0 - timer.seconds / wall),
+        "step_tokens": timer.step_tokens, "single_token_steps": timer.single_token_steps, "forward_s": forward_s,
+        "host_share": max(0.0, 1.0 - forward_s / wall),
     }
 
 
@@ -187,6 +188,7 @@ def run_benchmark(
     progress: bool = True,
     prompt_format: str = "auto",
     model_name: str | None = None,
+    repeats: int = 1,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
@@ -195,7 +197,8 @@ def run_benchmark(
     or loaded from the cache) before any timing. `ignore_eos=True` always generates `max_new_tokens`.
     n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
     (lade.lab.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
-    Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
+    repeats: every method runs each prompt this many times (in a different rotation each time); a row's times are
+    the means over the repeats. Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
     """
     methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
     if len({m.name for m in methods}) != len(methods):
@@ -217,29 +220,35 @@ def run_benchmark(
     name_or_path = getattr(model.config, "_name_or_path", "") or type(model).__name__
     label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=len(encoded) * len(methods), disable=not progress, desc="bench", unit="run")
+    bar = tqdm(total=len(encoded) * len(methods) * repeats, disable=not progress, desc="bench", unit="run")
     for i, (set_name, prompt_id, prompt) in enumerate(encoded):
-        order = methods[i % len(methods):] + methods[: i % len(methods)]  # rotate: no method always first
-        outputs: dict[str, torch.Tensor] = {}
+        runs: dict[str, list] = {m.name: [] for m in methods}
+        for rep in range(repeats):
+            shift = (i + rep) % len(methods)
+            for method in methods[shift:] + methods[:shift]:  # rotate: no method always first
+                runs[method.name].append(time_generate(model, method, *on_device[i], gen_kwargs))
+                bar.update()
+        outputs = {name: timed[0][0] for name, timed in runs.items()}
         prompt_rows = []
-        for method in order:
-            new, wall, timer = time_generate(model, method, *on_device[i], gen_kwargs)
-            outputs[method.name] = new
-            prompt_rows.append(label | _row(set_name, prompt_id, prompt, method, new, wall, timer))
-            bar.update()
+        for method in methods:
+            timed = runs[method.name]
+            wall = sum(t[1] for t in timed) / repeats
+            forward_s = sum(t[2].seconds for t in timed) / repeats
+            prompt_rows.append(label | _row(set_name, prompt_id, prompt, method, outputs[method.name], wall,
+                                            timed[-1][2], forward_s))
         greedy_row = next(r for r in prompt_rows if r["method"] == "greedy")
         for row in prompt_rows:
             row["first_divergence"] = first_divergence(outputs[row["method"]], outputs["greedy"])
             row["matches_greedy"] = row["first_divergence"] == -1
             row["speedup"] = row["tokens_per_s"] / greedy_row["tokens_per_s"]
-        rows.extend(sorted(prompt_rows, key=lambda r: [m.name for m in methods].index(r["method"])))
+        rows.extend(prompt_rows)
     bar.close()
 
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=name_or_path, model_name=label["model"], dtype=str(model.dtype), weights_sha256=weights_sha256(model),
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
-        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos,
+        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
@@ -284,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                         "template) or reference (as the reference implementation's evaluation scripts)")
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (times averaged)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is far steadier on a machine shared with other jobs)")
     parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl or .csv)")
@@ -298,8 +308,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     methods += [Method.from_key(parse_config(c)) for c in args.config]
     df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
                        ignore_eos=args.ignore_eos, warmup=not args.no_warmup, prompt_format=args.prompt_format,
-                       model_arg=args.model,
-                       threads=torch.get_num_threads())
+                       repeats=args.repeats, model_arg=args.model, threads=torch.get_num_threads())
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
         print(summarize(df).to_string(index=False))
     if args.out is not None:

@@ -140,8 +140,8 @@ def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.D
         x += 1
     ax.set_xticks([p for p, _ in labels], [label for _, label in labels], fontsize=7, rotation=25, ha="right")
     ax.set(ylabel="speedup over greedy (x, ratio of total times)", title="speedup: published and reproduced")
-    ax.set_ylim(0, 1.15 * max(summary["speedup_high"].max(skipna=True), summary["speedup"].max(),
-                               known["speedup"].max() if len(known) else 0))
+    ax.set_ylim(0, 1.15 * np.nanmax([summary["speedup_high"].max(), summary["speedup"].max(),
+                                      known["speedup"].max() if len(known) else 0.0]))
     unity(ax)
     ax = axes[1]
     xs = np.arange(len(summary))
