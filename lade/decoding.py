@@ -89,7 +89,7 @@ def lookahead_generate(
     attention_mask = model_kwargs.get("attention_mask") if any(pads) else None
     run = Run(model_call(model, cache, model_kwargs, config.attention), cache,
               TokenChooser.for_generation(bool(gen.do_sample), config, input_ids.device), strategy, stopping_criteria,
-              streamer, strategy.stats_type(), keep_scores, position_limit(model))
+              streamer, strategy.stats_type(), keep_scores, position_limit(model), model.device)
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 

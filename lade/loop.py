@@ -43,10 +43,7 @@ class Run:
     stats: LookaheadStats
     keep_scores: bool
     position_limit: int | None  # positions the model can place (a position table's size), None: unbounded
-
-    @property
-    def device(self) -> torch.device:
-        return self.call.model.device
+    device: torch.device
 
 
 def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -84,13 +81,16 @@ def step(run: Run, active: list[Row]) -> list[Row]:
     starts, keeps, emitted = [], [], 0
     for b, (row, layout, row_logits) in enumerate(zip(active, layouts, logits)):
         tree_rows = batch.kept_index([layout.root_row, *range(layout.tree_start, layout.size)])
-        tree_logits = row_logits[tree_rows]  # [1 + T, V]: the root, then tree node n at 1 + n
+        tree_logits = take_rows(row_logits, tree_rows)  # [1 + T, V]: the root, then tree node n at 1 + n
         acc = run.strategy.verify(run.choose, layout, tree_logits, row, run.keep_scores)
-        top = row_logits[batch.kept_index(layout.top_rows)] if layout.top_rows else None  # [W, V]
+        top = take_rows(row_logits, batch.kept_index(layout.top_rows)) if layout.top_rows else None  # [W, V]
         level = run.choose.window_level(top, row.ids, row.processors) if top is not None else None
         tokens, level, verified = run.strategy.agree(acc, level)
-        real = batch.kept_real(b)
-        row.drafter.observe(Outcome(tokens, level, batch.input_ids[b, batch.kept[:real]], row_logits[:real]))
+        if row.drafter.observes_logits:
+            real = batch.kept_real(b)
+            row.drafter.observe(Outcome(tokens, level, batch.input_ids[b, batch.kept[:real]], row_logits[:real]))
+        else:
+            row.drafter.observe(Outcome(tokens, level))
         starts.append(row.cached)
         keeps.append([*range(layout.root_row + 1), *(layout.tree_start + n for n in acc.path[:verified])])
         row.cached += len(keeps[-1])
@@ -100,6 +100,13 @@ def step(run: Run, active: list[Row]) -> list[Row]:
     # 2d. each row's accepted KV moved into contiguous slots, the rest cropped; finished rows leave the batch
     compact(run.cache, past, starts, keeps)
     return _leave_finished(active, run.cache)
+
+
+def take_rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """t[rows] for ascending `rows`, as a view when they are one run of consecutive rows, else one cat of the runs."""
+    starts = [0] + [i for i in range(1, len(rows)) if rows[i] != rows[i - 1] + 1] + [len(rows)]
+    runs = [t[rows[a] : rows[b - 1] + 1] for a, b in zip(starts, starts[1:])]
+    return runs[0] if len(runs) == 1 else torch.cat(runs)
 
 
 def _draft(run: Run, row: Row) -> Draft:

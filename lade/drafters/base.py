@@ -41,6 +41,8 @@ class Outcome:
 
 
 class Drafter(Protocol):
+    observes_logits: bool  # whether observe() needs the step's inputs and logits (the loop skips them otherwise)
+
     def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
         """ids: [S] the row's tokens so far (prompt and output, no padding); new_tokens: how many the last step
         emitted. Returns the draft to feed with the last token ids[-1]."""

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 
 class LookaheadDrafter:
+    observes_logits = False
+
     def __init__(self, config: LookaheadConfig, prompt: torch.Tensor, source: torch.Tensor | None = None) -> None:
         """prompt: [P] the row's prompt (no padding); source: [S] an encoder-decoder model's source tokens."""
         self.from_output = config.pool_from_output

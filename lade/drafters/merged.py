@@ -62,6 +62,7 @@ class PlanningDrafter:
             self.source.extend(source.tolist())
         self.table = AdjacencyTable(vocab_size, config.recycling_width) if config.draft in ("recycling", "merged") \
             else None
+        self.observes_logits = self.table is not None
         self.window = LookaheadWindow.for_config(prompt, config)
         self.pool = NGramPool(config.ngram_size, config.guess_set_size) if self.window.width else None
         self.stats = AcceptanceStats(prior_rates())
