@@ -86,11 +86,13 @@ def step(run: Run, active: list[Row]) -> list[Row]:
         top = take_rows(row_logits, batch.kept_index(layout.top_rows)) if layout.top_rows else None  # [W, V]
         level = run.choose.window_level(top, row.ids, row.processors) if top is not None else None
         tokens, level, verified = run.strategy.agree(acc, level)
+        timing = dict(fed=layout.size, seconds=run.stats.last_forward_s if len(active) == 1 else None)
         if row.drafter.observes_logits:
             real = batch.kept_real(b)
-            row.drafter.observe(Outcome(tokens, level, batch.input_ids[b, batch.kept[:real]], row_logits[:real]))
+            row.drafter.observe(Outcome(tokens, level, batch.input_ids[b, batch.kept[:real]], row_logits[:real],
+                                        **timing))
         else:
-            row.drafter.observe(Outcome(tokens, level))
+            row.drafter.observe(Outcome(tokens, level, **timing))
         starts.append(row.cached)
         keeps.append([*range(layout.root_row + 1), *(layout.tree_start + n for n in acc.path[:verified])])
         row.cached += len(keeps[-1])

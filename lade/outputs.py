@@ -19,6 +19,7 @@ class LookaheadStats:
     accepted_per_step: list[int] = field(default_factory=list)
     forward_time_s: float = 0.0
     total_time_s: float = 0.0
+    last_forward_s: float = 0.0  # the latest forward's time
 
     @property
     def steps(self) -> int:
@@ -50,7 +51,8 @@ class LookaheadStats:
         start = time.perf_counter()
         yield
         synchronize(device)
-        self.forward_time_s += time.perf_counter() - start
+        self.last_forward_s = time.perf_counter() - start
+        self.forward_time_s += self.last_forward_s
 
     def to_dict(self) -> dict:
         return {

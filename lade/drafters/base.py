@@ -31,13 +31,16 @@ class Draft:
 @dataclass
 class Outcome:
     """What a step produced for one row: the tokens it accepted (drafts, then the model's own next token), the
-    window's next Jacobi level [W] (None when no window was fed), and the step's kept rows: the token fed at each
-    (inputs [K]) and the model's logits there ([K, V]: its prediction of the token after it, in that row's context)."""
+    window's next Jacobi level [W] (None when no window was fed), the step's kept rows for drafters that learn from
+    logits (the token fed at each, inputs [K], and the model's logits there, [K, V]: its prediction of the token after
+    it in that row's context), and how many tokens the row fed and how long the forward took."""
 
     accepted: list[int]
     next_level: torch.Tensor | None
     inputs: torch.Tensor | None = None
     logits: torch.Tensor | None = None
+    fed: int = 0  # tokens the row fed in the step
+    seconds: float | None = None  # the step's forward time, when the row was decoded alone
 
 
 class Drafter(Protocol):

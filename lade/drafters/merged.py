@@ -4,6 +4,7 @@ budget of nodes or cut where the expected tokens per second peak (LookaheadConfi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,32 @@ def prior_rates() -> dict[Kind, float]:
     return {kind: rate for kind, (rate, _) in PRIOR.items()}
 
 
+class StepCost:
+    """Expected seconds of a step feeding `m` draft nodes (besides the last token and the window): the device's
+    measured latency profile, corrected by the steps this sequence ran (the profile was timed at one context length
+    and one machine state). Per size class of step (q in [2^k, 2^(k+1))) it keeps a running log-ratio of observed
+    to profiled time; a class not yet observed borrows the nearest observed one's."""
+
+    def __init__(self, latency: Callable[[float], float], window_tokens: int, host_s: float, alpha: float = 0.2) -> None:
+        self.latency, self.window, self.host_s, self.alpha = latency, window_tokens, host_s, alpha
+        self.log_ratio: dict[int, float] = {}
+
+    def _correction(self, q: int) -> float:
+        if not self.log_ratio:
+            return 1.0
+        size = q.bit_length()
+        return math.exp(self.log_ratio[min(self.log_ratio, key=lambda k: (abs(k - size), k))])
+
+    def __call__(self, m: int) -> float:
+        q = 1 + self.window + m
+        return self.latency(q) * self._correction(q) + (self.host_s if m else 0.0)
+
+    def observe(self, q: int, seconds: float) -> None:
+        size, value = q.bit_length(), math.log(max(seconds, 1e-9) / self.latency(q))
+        old = self.log_ratio.get(size)
+        self.log_ratio[size] = value if old is None else (1 - self.alpha) * old + self.alpha * value
+
+
 class PlanningDrafter:
     def __init__(self, config: LookaheadConfig, prompt: torch.Tensor, source: torch.Tensor | None, vocab_size: int,
                  latency: Callable[[float], float] | None = None, host_s: float = 0.0) -> None:
@@ -68,9 +95,7 @@ class PlanningDrafter:
         self.stats = AcceptanceStats(prior_rates())
         self.plan = Plan()
         window_tokens = self.window.width * (config.ngram_size - 1)
-        self.cost = None
-        if config.adaptive:
-            self.cost = lambda m: latency(1 + window_tokens + m) + (host_s if m else 0.0)
+        self.cost = StepCost(latency, window_tokens, host_s) if config.adaptive else None
 
     def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
         leads = []
@@ -92,6 +117,8 @@ class PlanningDrafter:
 
     def observe(self, outcome: Outcome) -> None:
         self.plan.record(outcome.accepted, self.stats)
+        if self.cost is not None and outcome.seconds is not None:
+            self.cost.observe(outcome.fed, outcome.seconds)
         if self.table is not None and outcome.inputs is not None:
             self.table.update(outcome.inputs, outcome.logits)
         if self.pool is not None and outcome.next_level is not None:

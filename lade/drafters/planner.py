@@ -2,9 +2,9 @@
 expected tokens per second peak.
 
 Every drafted node carries the probability that it is accepted given that its parent is (its kind's running
-acceptance rate, lade.drafters.acceptance); the probability that the whole path to it is accepted is the product
-along the path, so it never grows down a path, and taking nodes in decreasing path probability always yields a
-tree. A step feeding m nodes is expected to emit 1 + (sum of their path probabilities) tokens (the model's own
+acceptance rate, lade.drafters.acceptance, discounted by the chance that a likelier sibling was the right one); the
+probability that the whole path to it is accepted is the product along the path, so it never grows down a path,
+and taking nodes in decreasing path probability always yields a tree. A step feeding m nodes is expected to emit 1 + (sum of their path probabilities) tokens (the model's own
 next token always comes); with latency(q) the device's step latency, the planner feeds the m that maximises
 expected tokens / (latency(1 + m + window) + host time), m = 0 being a plain one-token step (`adaptive`), or every
 node up to the budget (a fixed budget).
@@ -81,20 +81,25 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
                 p, kinds, rest = children.get(token, (0.0, set(), []))
                 kinds.add(kind)
                 children[token] = (max(p, stats.rate(kind)), kinds, rest)
-        total = sum(p for p, _, _ in children.values())
-        scale = 1.0 / total if total > 1.0 else 1.0  # at most one child of a node is accepted
-        for token, (p, kinds, rest) in children.items():
+        missed = 1.0  # at most one child is accepted: a child counts only where its likelier siblings were wrong
+        for token, (p, kinds, rest) in sorted(children.items(), key=lambda item: -item[1][0]):
             counter += 1
-            heapq.heappush(heap, (-probability * p * scale, counter, path + (token,), kinds, rest))
+            heapq.heappush(heap, (-probability * p * missed, counter, path + (token,), kinds, rest))
+            missed *= 1.0 - p
 
     push_children((), 1.0, root, leads)
-    plan, expected, best, best_m = Plan(), 1.0, margin / cost(0) if cost else 0.0, 0
+    costs = [cost(m) for m in range(budget + 1)] if cost is not None else []
+    plan, expected, best, best_m = Plan(), 1.0, margin / costs[0] if costs else 0.0, 0
     while heap and len(plan.nodes) < budget:
+        m, top = len(plan.nodes), -heap[0][0]
+        # no later node is likelier than the heap's top: stop once no larger tree could beat the best so far
+        if costs and max((expected + (k - m) * top) / costs[k] for k in range(m + 1, budget + 1)) <= best:
+            break
         negative, _, path, kinds, rest = heapq.heappop(heap)
         plan.nodes.append(PlannedNode(path, kinds, -negative))
         expected += -negative
-        if cost is not None and expected / cost(len(plan.nodes)) > best:
-            best, best_m = expected / cost(len(plan.nodes)), len(plan.nodes)
+        if costs and expected / costs[len(plan.nodes)] > best:
+            best, best_m = expected / costs[len(plan.nodes)], len(plan.nodes)
         push_children(path, -negative, path[-1], rest)
     if cost is not None:
         plan.nodes = plan.nodes[:best_m]
