@@ -130,6 +130,26 @@ def test_reference_tables_have_sources(name):
     assert rows and all(row["source"].strip() for row in rows)
 
 
+SOURCE_NAMES_URL_AND_TABLE = {"spec_bench.csv"}  # its `source` is "<URL> (<table>)"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (PROMPT_DIR.parent / "published").glob("*.csv")))
+def test_published_tables_name_url_and_location(name):
+    """Every published number carries its exact source: a URL (or 'none (...)' for a local measurement) and the
+    table, figure or comment it comes from, right after `source`."""
+    with (PROMPT_DIR.parent / "published" / name).open() as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert rows
+    if name in SOURCE_NAMES_URL_AND_TABLE:
+        assert all(row["source"].startswith("https://") and row["source"].endswith(")") for row in rows)
+        return
+    columns = reader.fieldnames
+    assert columns[columns.index("source") + 1: columns.index("source") + 3] == ["url", "location"]
+    for row in rows:
+        assert row["url"].startswith(("https://", "none (")) and row["location"].strip(), row
+
+
 def test_gpu_table_covers_the_classes_we_model():
     rows = {row["gpu"]: row for row in csv.DictReader((PROMPT_DIR.parent / "gpus.csv").open())}
     for gpu in ("T4", "RTX 3090", "RTX 4090", "A10G", "L4", "A100 40GB SXM", "A100 80GB SXM", "H100 SXM", "H200 SXM"):
