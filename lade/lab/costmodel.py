@@ -94,11 +94,14 @@ def shapes() -> dict[str, Shape]:
             for r in table.itertuples()}
 
 
-def shape(name: str) -> Shape:
-    known = shapes()
+def _lookup(known: dict, name: str, what: str, where: str):
     if name not in known:
-        raise KeyError(f"unknown model shape {name!r}; data/published/model_shapes.csv has {sorted(known)}")
+        raise KeyError(f"unknown {what} {name!r}; {where} has {sorted(known)}")
     return known[name]
+
+
+def shape(name: str) -> Shape:
+    return _lookup(shapes(), name, "model shape", "data/published/model_shapes.csv")
 
 
 @cache
@@ -110,10 +113,7 @@ def gpus() -> dict[str, Gpu]:
 
 
 def gpu(name: str) -> Gpu:
-    known = gpus()
-    if name not in known:
-        raise KeyError(f"unknown GPU class {name!r}; data/gpus.csv has {sorted(known)}")
-    return known[name]
+    return _lookup(gpus(), name, "GPU class", "data/gpus.csv")
 
 
 def step_bytes(s: Shape, q, context: float, eager_attention: bool = True):
