@@ -20,6 +20,7 @@ import lade
 import lade.auto
 import lade.decoding
 from lade.cost import LatencyProfile, latency_profile, measure_latency
+from lade.drafters.merged import StepCost
 from lade.lab.models import load_model
 from lade.lab.paths import results_dir
 from lade.lab.prompts import encode_chat, load_prompts
@@ -37,10 +38,14 @@ def llama_1b(vocab_size: int) -> LlamaForCausalLM:
     return model
 
 
-def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int) -> dict:
-    """SmolLM2 decodes with `lookahead_config="auto"`, its planner costing steps with `profile`."""
-    real = lade.decoding.latency_profile
+def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, online: bool) -> dict:
+    """SmolLM2 decodes with `lookahead_config="auto"`, its planner costing steps with `profile`; without `online`
+    the planner's correction from timed steps is off (the steps are SmolLM2's, so it would pull every profile
+    towards SmolLM2's own costs: right in use, but not what this comparison asks)."""
+    real, observe = lade.decoding.latency_profile, StepCost.observe
     lade.decoding.latency_profile = lade.auto.latency_profile = lambda _model, **_: profile
+    if not online:
+        StepCost.observe = lambda self, q, seconds: None
     try:
         config = lade.auto_config(model)
         fed, new, steps = [], 0, 0
@@ -51,7 +56,8 @@ def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int) ->
             new, steps = new + out.numel(), steps + timer.calls
     finally:
         lade.decoding.latency_profile = lade.auto.latency_profile = real
-    return {"config": config.label, "mean_tokens_fed": sum(fed) / len(fed), "one_token_steps": fed.count(1) / len(fed),
+        StepCost.observe = observe
+    return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed), "one_token_steps": fed.count(1) / len(fed),
             "compression": new / steps, "latency_ratio_4": profile(4) / profile(1),
             "latency_ratio_16": profile(16) / profile(1)}
 
@@ -71,18 +77,20 @@ def main() -> None:
     large = measure_latency(llama_1b(model.config.vocab_size), repeats=3)
     flat = LatencyProfile("flat (memory-bound GPU-like)", small.context, small.qs,
                           tuple(small.seconds[0] * (1 + 0.002 * q) for q in small.qs))
-    rows = {name: decode_with(profile, model, prompts, args.max_new_tokens)
-            for name, profile in (("SmolLM2-135M (this CPU)", small), ("random Llama 1B shape (this CPU)", large),
-                                  ("flat profile (GPU-like)", flat))}
+    profiles = (("SmolLM2-135M (this CPU)", small), ("random Llama 1B shape (this CPU)", large),
+                ("flat profile (GPU-like)", flat))
+    rows = {f"{name}{'' if online else ', profile only'}": decode_with(profile, model, prompts, args.max_new_tokens,
+                                                                         online)
+            for online in (True, False) for name, profile in profiles}
     record = {"rows": rows, "profiles": {"SmolLM2-135M": small.__dict__, "llama-1B-shape": large.__dict__},
               "provenance": provenance(prompts_per_set=args.prompts, max_new_tokens=args.max_new_tokens,
                                        threads=args.threads, shape=LLAMA_1B)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1, default=list))
-    print(f"{'latency profile':34} {'config':22} {'l(4)/l(1)':>9} {'l(16)/l(1)':>10} {'fed/step':>8} "
+    print(f"{'latency profile':48} {'config':22} {'l(4)/l(1)':>9} {'l(16)/l(1)':>10} {'fed/step':>8} "
           f"{'1-token':>7} {'compr.':>6}")
     for name, r in rows.items():
-        print(f"{name:34} {r['config']:22} {r['latency_ratio_4']:9.2f} {r['latency_ratio_16']:10.2f} "
+        print(f"{name:48} {r['config']:22} {r['latency_ratio_4']:9.2f} {r['latency_ratio_16']:10.2f} "
               f"{r['mean_tokens_fed']:8.2f} {r['one_token_steps']:7.0%} {r['compression']:6.2f}")
 
 
