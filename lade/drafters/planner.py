@@ -4,10 +4,11 @@ expected tokens per second peak.
 Every drafted node carries the probability that it is accepted given that its parent is (its kind's running
 acceptance rate, lade.drafters.acceptance, discounted by the chance that a likelier sibling was the right one); the
 probability that the whole path to it is accepted is the product along the path, so it never grows down a path,
-and taking nodes in decreasing path probability always yields a tree. A step feeding m nodes is expected to emit 1 + (sum of their path probabilities) tokens (the model's own
-next token always comes); with latency(q) the device's step latency, the planner feeds the m that maximises
-expected tokens / (latency(1 + m + window) + host time), m = 0 being a plain one-token step (`adaptive`), or every
-node up to the budget (a fixed budget).
+and taking nodes in decreasing path probability always yields a tree. A step feeding m nodes is expected to emit
+1 + (sum of their path probabilities) tokens (the model's own next token always comes); with cost(m) the expected
+seconds of such a step (merged.StepCost: the device's latency profile, corrected by the sequence's timed steps), the
+planner feeds the m that maximises expected tokens / cost(m), m = 0 being a plain one-token step (`adaptive`), or
+every node up to the budget (a fixed budget).
 """
 
 from __future__ import annotations
