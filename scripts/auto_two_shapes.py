@@ -57,8 +57,8 @@ def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, on
     finally:
         lade.decoding.latency_profile = lade.auto.latency_profile = real
         StepCost.observe = observe
-    return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed), "one_token_steps": fed.count(1) / len(fed),
-            "compression": new / steps, "latency_ratio_4": profile(4) / profile(1),
+    return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed),
+            "one_token_steps": fed.count(1) / len(fed), "compression": new / steps, "latency_ratio_4": profile(4) / profile(1),
             "latency_ratio_16": profile(16) / profile(1)}
 
 

@@ -121,33 +121,25 @@ def test_verify_frozen_checks_every_manifest_entry():
     assert verify_frozen() == list(MANIFEST)
 
 
-@pytest.mark.parametrize("name", ["published/speedups.csv", "published/ablation.csv", "published/sampling.csv",
-                                  "published/gpu_lookahead.csv", "published/model_shapes.csv",
-                                  "published/spec_bench.csv", "gpus.csv"])
+SOURCE_NAMES_URL_AND_TABLE = {"published/spec_bench.csv"}  # its `source` is "<URL> (<table>)"
+
+
+@pytest.mark.parametrize("name", ["gpus.csv", *sorted(f"published/{p.name}"
+                                                      for p in (PROMPT_DIR.parent / "published").glob("*.csv"))])
 def test_reference_tables_have_sources(name):
-    """Every published number or GPU figure names where it comes from."""
-    rows = list(csv.DictReader((PROMPT_DIR.parent / name).open()))
-    assert rows and all(row["source"].strip() for row in rows)
-
-
-SOURCE_NAMES_URL_AND_TABLE = {"spec_bench.csv"}  # its `source` is "<URL> (<table>)"
-
-
-@pytest.mark.parametrize("name", sorted(p.name for p in (PROMPT_DIR.parent / "published").glob("*.csv")))
-def test_published_tables_name_url_and_location(name):
-    """Every published number carries its exact source: a URL (or 'none (...)' for a local measurement) and the
-    table, figure or comment it comes from, right after `source`."""
-    with (PROMPT_DIR.parent / "published" / name).open() as f:
+    """Every published number or GPU figure names where it comes from; a published number also its exact place:
+    a URL (or 'none (...)' for a local measurement) and the table, figure or comment, right after `source`."""
+    with (PROMPT_DIR.parent / name).open() as f:
         reader = csv.DictReader(f)
         rows = list(reader)
-    assert rows
+    assert rows and all(row["source"].strip() for row in rows)
     if name in SOURCE_NAMES_URL_AND_TABLE:
         assert all(row["source"].startswith("https://") and row["source"].endswith(")") for row in rows)
-        return
-    columns = reader.fieldnames
-    assert columns[columns.index("source") + 1: columns.index("source") + 3] == ["url", "location"]
-    for row in rows:
-        assert row["url"].startswith(("https://", "none (")) and row["location"].strip(), row
+    elif name.startswith("published/"):
+        columns = reader.fieldnames
+        assert columns[columns.index("source") + 1: columns.index("source") + 3] == ["url", "location"]
+        for row in rows:
+            assert row["url"].startswith(("https://", "none (")) and row["location"].strip(), row
 
 
 def test_gpu_table_covers_the_classes_we_model():

@@ -56,7 +56,8 @@ class StepCost:
     and one machine state). Per size class of step (q in [2^k, 2^(k+1))) it keeps a running log-ratio of observed
     to profiled time; a class not yet observed borrows the nearest observed one's."""
 
-    def __init__(self, latency: Callable[[float], float], window_tokens: int, host_s: float, alpha: float = 0.2) -> None:
+    def __init__(self, latency: Callable[[float], float], window_tokens: int, host_s: float,
+                 alpha: float = 0.2) -> None:
         self.latency, self.window, self.host_s, self.alpha = latency, window_tokens, host_s, alpha
         self.log_ratio: dict[int, float] = {}
 
