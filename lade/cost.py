@@ -53,12 +53,12 @@ class LatencyProfile:
     seconds: tuple[float, ...]
 
     def __call__(self, q: float) -> float:
-        """Latency of a q-token step: linear interpolation, linear extrapolation past the last measured q, over the
-        running maximum of the measured times (feeding more tokens never takes less time; a noisy measurement whose
-        last time dips would otherwise extrapolate to zero or negative latency)."""
-        qs, s = np.asarray(self.qs, dtype=float), np.maximum.accumulate(np.asarray(self.seconds, dtype=float))
+        """Latency of a q-token step: linear interpolation, linear extrapolation past the last measured q with the
+        last segment's slope, never negative (a last time that dips, as noise or a kernel change can make it, must
+        not extrapolate to zero or negative latency)."""
+        qs, s = np.asarray(self.qs, dtype=float), np.asarray(self.seconds, dtype=float)
         if q > qs[-1] and len(qs) > 1:
-            return float(s[-1] + (q - qs[-1]) * (s[-1] - s[-2]) / (qs[-1] - qs[-2]))
+            return float(s[-1] + (q - qs[-1]) * max(0.0, (s[-1] - s[-2]) / (qs[-1] - qs[-2])))
         return float(np.interp(q, qs, s))
 
     def to_json(self) -> str:
