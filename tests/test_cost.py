@@ -25,7 +25,7 @@ def test_latency_profile_interpolates_and_extrapolates():
     assert LatencyProfile.from_json(p.to_json()) == p
 
 
-def test_noisy_latency_profile_never_extrapolates_below_its_measurements():
+def test_noisy_latency_profile_never_extrapolates_to_negative_latency():
     """A measurement whose last time dips (one noisy repeat) must not extrapolate to zero or negative latency: past
     the last point the slope is never negative."""
     p = LatencyProfile("k", 32, (1, 4, 16), (0.0020, 0.0030, 0.0010))
