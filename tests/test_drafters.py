@@ -144,6 +144,26 @@ def test_observed_acceptance_is_counted_for_tested_nodes_only():
     assert stats.accepted == {"a": 1, "b": 1, "c": 0, "d": 0}
 
 
+def test_a_rare_kind_follows_its_group_realised_over_expected_acceptance():
+    """Misses of one kind lower an untested kind of the same group by the group's realised / expected acceptances
+    (smoothed toward 1), and leave other groups alone."""
+    prior = {("r", 0, 2): 0.8, ("r", 1, 2): 0.6, ("r", 0, 0): 0.5}
+    stats = AcceptanceStats(prior, weight=4.0, group=lambda kind: (kind[0], kind[-1]), group_weight=4.0)
+    expected = 0.0
+    for i in range(10):
+        own = (i * 0 + 4 * 0.8) / (i + 4)  # ("r", 0, 2)'s own rate before its i-th miss
+        expected += own
+        stats.record(("r", 0, 2), False)
+    factor = (0 + 4.0) / (expected + 4.0)
+    assert stats.rate(("r", 1, 2)) == pytest.approx(0.6 * factor)
+    assert stats.rate(("r", 1, 2)) < 0.6 / 2
+    assert stats.rate(("r", 0, 0)) == pytest.approx(0.5)  # another depth: another group
+    assert AcceptanceStats(prior).rate(("r", 1, 2)) == pytest.approx(0.6)  # no grouping: the prior alone
+    for _ in range(50):
+        stats.record(("r", 0, 0), True)
+    assert stats.rate(("r", 0, 0)) <= 1.0  # a group above expectations never lifts a rate past 1
+
+
 @pytest.mark.parametrize("config", DRAFTS, ids=lambda c: c.label)
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen3"])
 def test_every_drafter_is_exact(arch, config):

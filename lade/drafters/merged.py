@@ -45,6 +45,11 @@ def pool_kind(depth: int) -> Kind:
     return ("pool", min(depth, 2))
 
 
+def kind_group(kind: Kind) -> Kind:
+    """The drafter and depth bucket of a kind (every kind ends with its depth bucket)."""
+    return kind[0], kind[-1]
+
+
 def prior_rates() -> dict[Kind, float]:
     """Acceptance rates standing in until a sequence has its own counts (measured: see acceptance_prior.py)."""
     return {kind: rate for kind, (rate, _) in PRIOR.items()}
@@ -93,7 +98,7 @@ class PlanningDrafter:
         self.observes_logits = self.table is not None
         self.window = LookaheadWindow.for_config(prompt, config)
         self.pool = NGramPool(config.ngram_size, config.guess_set_size) if self.window.width else None
-        self.stats = AcceptanceStats(prior_rates())
+        self.stats = AcceptanceStats(prior_rates(), group=kind_group)
         self.plan = Plan()
         window_tokens = self.window.width * (config.ngram_size - 1)
         self.cost = StepCost(latency, window_tokens, host_s) if config.adaptive else None
