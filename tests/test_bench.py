@@ -49,6 +49,33 @@ def test_schema_and_values(results):
     assert {"git_commit", "packages", "device", "params"} <= set(df.attrs["provenance"])
 
 
+def test_headline_methods_run_more_prompts_paired_with_greedy(tiny_dir):
+    """headline methods (and greedy) run up to headline_prompts per set, the others the first n_prompts; each
+    speedup pairs a method with greedy on the prompts it ran. Bad headline settings are refused before any work."""
+    model, tok = load_model(str(tiny_dir))
+    methods = [Method.lade(3, 2, 2), Method.prompt_lookup(4)]
+    df = run_benchmark(model, tok, ("mt_bench", "humaneval"), methods, max_new_tokens=8, n_prompts=1,
+                       ignore_eos=True, progress=False, headline=["lade(3,2,2)"], headline_prompts={"mt_bench": 3,
+                                                                                                     "humaneval": 2})
+    ran = df.groupby(["prompt_set", "method"]).size().to_dict()
+    assert ran == {("mt_bench", "greedy"): 3, ("mt_bench", "lade(3,2,2)"): 3, ("mt_bench", "pld(4)"): 1,
+                   ("humaneval", "greedy"): 2, ("humaneval", "lade(3,2,2)"): 2, ("humaneval", "pld(4)"): 1}
+    summary = summarize(df).set_index(["prompt_set", "method"])
+    assert summary.loc[("mt_bench", "pld(4)"), "prompts"] == 1 and summary.loc[("mt_bench", "lade(3,2,2)"),
+                                                                                  "prompts"] == 3
+    first = df[df["prompt_id"] == df[df["method"] == "pld(4)"]["prompt_id"].iloc[0]]
+    pld = first[(first["method"] == "pld(4)") & (first["prompt_set"] == "mt_bench")]["wall_s"].sum()
+    greedy = first[(first["method"] == "greedy") & (first["prompt_set"] == "mt_bench")]["wall_s"].sum()
+    assert summary.loc[("mt_bench", "pld(4)"), "speedup"] == pytest.approx(greedy / pld)
+    assert df.attrs["provenance"]["params"]["headline"] == ["lade(3,2,2)"]
+    for bad, message in [(dict(headline=["lade-auto"]), "not among the methods"),
+                         (dict(headline_prompts=3), "name them in `headline`"),
+                         (dict(headline=["pld(4)"], headline_prompts=0), "at least n_prompts"),
+                         (dict(headline=["pld(4)"], headline_prompts={"mt_bench": 3}), "no count for the sets")]:
+        with pytest.raises(ValueError, match=message):
+            run_benchmark(model, tok, ("mt_bench", "humaneval"), methods, n_prompts=1, progress=False, **bad)
+
+
 def test_summary_totals_and_intervals(results):
     """summarize: one row per (set, method); speedup is the ratio of total times against greedy on the same
     prompts, compression the token-weighted new tokens per forward, each inside its 95% bootstrap interval."""

@@ -140,3 +140,12 @@ def test_titles_name_the_model():
     assert "model: SmolLM2-135M-Instruct |" in fg.title("x", "embedded", "d", "cpu")
     assert fg.model_label("/models/Llama-2-7b-chat-hf", "torch.float16") == "Llama-2-7b-chat-hf, fp16"
     assert fg._number(0.30000000000000004) == "0.3" and fg._number(1e-7) == "1e-07"
+
+
+def test_prompt_counts_name_the_headline_methods_that_ran_more():
+    assert fg.prompt_counts({"n_prompts": {"humaneval": 5}}, "humaneval") == "5 prompts"
+    assert fg.prompt_counts({"n_prompts": 4, "headline": [], "headline_prompts": None}, "x") == "4 prompts"
+    params = {"n_prompts": {"humaneval": 5, "gsm8k": 3}, "headline": ["lade-auto"],
+              "headline_prompts": {"humaneval": 45, "gsm8k": 3}}
+    assert fg.prompt_counts(params, "humaneval") == "5 prompts (greedy and lade-auto: 45)"
+    assert fg.prompt_counts(params, "gsm8k") == "3 prompts"

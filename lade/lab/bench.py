@@ -27,7 +27,7 @@ Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["pr
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,8 @@ def run_benchmark(
     prompt_format: str = "auto",
     model_name: str | None = None,
     repeats: int = 1,
+    headline: Collection[str] = (),
+    headline_prompts: int | Mapping[str, int] | None = None,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
@@ -198,21 +200,33 @@ def run_benchmark(
     n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
     (lade.lab.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
     repeats: every method runs each prompt this many times (in a different rotation each time); a row's times are
-    the means over the repeats. Returns a DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
+    the means over the repeats. headline / headline_prompts: the methods named in `headline` (with greedy, their
+    reference) also run the prompts after the first `n_prompts`, up to `headline_prompts` per set (one count or
+    {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
+    speedup is paired with greedy on the prompts its method ran. Returns a DataFrame with ROW_COLUMNS; provenance in
+    `df.attrs`.
     """
     methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
     if len({m.name for m in methods}) != len(methods):
         raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
+    if unknown := set(headline) - {m.name for m in methods}:
+        raise ValueError(f"headline methods {sorted(unknown)} are not among the methods {[m.name for m in methods]}")
+    if headline_prompts is not None and not headline:
+        raise ValueError("headline_prompts adds prompts to the headline methods: name them in `headline`")
+    counts = _per_set(n_prompts, prompt_sets)
+    widest = counts if headline_prompts is None else _per_set(headline_prompts, prompt_sets)
+    if short := [name for name in prompt_sets if widest[name] < counts[name]]:
+        raise ValueError(f"headline_prompts must be at least n_prompts (sets {short}): it adds prompts to the "
+                         "headline methods")
     methods = [m.resolved(model) for m in methods]
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
                                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
     device = next(model.parameters()).device
-    counts = n_prompts if isinstance(n_prompts, Mapping) else {name: n_prompts for name in prompt_sets}
-    encoded = [(name, str(row["id"]), encode_prompt(tokenizer, row["prompt"], name, prompt_format))
-               for name in prompt_sets for row in load_prompts(name, counts[name])]
-    on_device = {i: (e.input_ids.to(device), e.attention_mask.to(device)) for i, (_, _, e) in enumerate(encoded)}
+    encoded = [(name, str(row["id"]), encode_prompt(tokenizer, row["prompt"], name, prompt_format), j < counts[name])
+               for name in prompt_sets for j, row in enumerate(load_prompts(name, widest[name]))]
+    on_device = {i: (e.input_ids.to(device), e.attention_mask.to(device)) for i, (_, _, e, _) in enumerate(encoded)}
     if warmup and encoded:
         for method in methods:
             time_generate(model, method, *on_device[0], {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
@@ -220,17 +234,23 @@ def run_benchmark(
     name_or_path = getattr(model.config, "_name_or_path", "") or type(model).__name__
     label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=len(encoded) * len(methods) * repeats, disable=not progress, desc="bench", unit="run")
-    for i, (set_name, prompt_id, prompt) in enumerate(encoded):
-        runs: dict[str, list] = {m.name: [] for m in methods}
+
+    def running(all_methods: bool) -> list[Method]:
+        return methods if all_methods else [m for m in methods if m.kind == "greedy" or m.name in headline]
+
+    total = sum(len(running(all_methods)) for *_, all_methods in encoded) * repeats
+    bar = tqdm(total=total, disable=not progress, desc="bench", unit="run")
+    for i, (set_name, prompt_id, prompt, all_methods) in enumerate(encoded):
+        these = running(all_methods)
+        runs: dict[str, list] = {m.name: [] for m in these}
         for rep in range(repeats):
-            shift = (i + rep) % len(methods)
-            for method in methods[shift:] + methods[:shift]:  # rotate: no method always first
+            shift = (i + rep) % len(these)
+            for method in these[shift:] + these[:shift]:  # rotate: no method always first
                 runs[method.name].append(time_generate(model, method, *on_device[i], gen_kwargs))
                 bar.update()
         outputs = {name: timed[0][0] for name, timed in runs.items()}
         prompt_rows = []
-        for method in methods:
+        for method in these:
             timed = runs[method.name]
             wall = sum(t[1] for t in timed) / repeats
             forward_s = sum(t[2].seconds for t in timed) / repeats
@@ -248,11 +268,21 @@ def run_benchmark(
     df.attrs["provenance"] = provenance(
         model=name_or_path, model_name=label["model"], dtype=str(model.dtype), weights_sha256=weights_sha256(model),
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
+        headline=list(headline), headline_prompts=headline_prompts,
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
     return df
+
+
+def _per_set(count: int | Mapping[str, int], prompt_sets: Sequence[str]) -> dict[str, int]:
+    """One prompt count for every set, or {set: count} (every set named)."""
+    if not isinstance(count, Mapping):
+        return {name: count for name in prompt_sets}
+    if missing := [name for name in prompt_sets if name not in count]:
+        raise ValueError(f"prompt counts {dict(count)} name no count for the sets {missing}")
+    return dict(count)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
@@ -294,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (times averaged)")
+    parser.add_argument("--headline", default="", help="comma-separated method names (e.g. lade-auto) that also run "
+                        "the prompts after the first --n, up to --headline-n per set")
+    parser.add_argument("--headline-n", type=int, default=None, help="prompts per set of the --headline methods")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is far steadier on a machine shared with other jobs)")
     parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl or .csv)")
@@ -308,7 +341,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     methods += [Method.from_key(parse_config(c)) for c in args.config]
     df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
                        ignore_eos=args.ignore_eos, warmup=not args.no_warmup, prompt_format=args.prompt_format,
-                       repeats=args.repeats, model_arg=args.model, threads=torch.get_num_threads())
+                       repeats=args.repeats, headline=[h for h in args.headline.split(",") if h.strip()],
+                       headline_prompts=args.headline_n, model_arg=args.model, threads=torch.get_num_threads())
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
         print(summarize(df).to_string(index=False))
     if args.out is not None:

@@ -48,6 +48,18 @@ def title(what: str, model: str, dataset: str, device: str) -> str:
     return f"{what}\nmodel: {model_label(model)} | data: {dataset} | device: {device}"
 
 
+def prompt_counts(params: dict, prompt_set: str) -> str:
+    """How many prompts a results file's methods ran on `prompt_set` (its provenance params): "5 prompts", or
+    "5 prompts (greedy and lade-auto: 45)" where headline methods ran more."""
+    def count(value):
+        return value.get(prompt_set) if isinstance(value, dict) else value
+
+    every, wide = count(params["n_prompts"]), count(params.get("headline_prompts"))
+    if not params.get("headline") or wide is None or wide == every:
+        return f"{every} prompts"
+    return f"{every} prompts (greedy and {', '.join(params['headline'])}: {wide})"
+
+
 def _number(value: float, _pos: Any = None) -> str:
     """A tick label without float artefacts (0.30000000000000004 -> 0.3)."""
     return f"{value:.6g}"

@@ -33,9 +33,11 @@ def benchmark_models(entries: Sequence[ModelEntry], datasets: Sequence[str], bas
                      device: str, dtype: str, attn_implementation: str | None = None,
                      n_prompts: int | Mapping[str, int] = 10, max_new_tokens: int = 128,
                      methods: Sequence[Method] | None = None, ignore_eos: bool = False,
+                     headline: Sequence[str] = (), headline_prompts: int | Mapping[str, int] | None = None,
                      **provenance_params: Any) -> pd.DataFrame:
     """For each entry in turn: load it, run_benchmark on the `datasets` it runs (entry.datasets) with `methods`, or
-    else methods_for(entry, baselines), in its prompt format; free it. Rows of all models, provenance in attrs."""
+    else methods_for(entry, baselines), in its prompt format; free it. Rows of all models, provenance in attrs.
+    headline, headline_prompts: as run_benchmark's (methods that also run more prompts)."""
     tables, per_model = [], {}
     for entry in entries:
         sets = [d for d in datasets if entry.runs_on(d)]
@@ -46,6 +48,7 @@ def benchmark_models(entries: Sequence[ModelEntry], datasets: Sequence[str], bas
               f"{model.device}; {', '.join(sets)}; prompts {entry.prompt_format}")
         rows = run_benchmark(model, tokenizer, sets, methods if methods is not None else methods_for(entry, baselines),
                              max_new_tokens=max_new_tokens, n_prompts=n_prompts, ignore_eos=ignore_eos,
+                             headline=headline, headline_prompts=headline_prompts,
                              prompt_format=entry.prompt_format, model_name=entry.name, model_arg=entry.path)
         per_model[entry.name] = rows.attrs["provenance"]["params"] | {"device": rows.attrs["provenance"]["device"]}
         tables.append(rows)
@@ -60,7 +63,8 @@ def benchmark_models(entries: Sequence[ModelEntry], datasets: Sequence[str], bas
     df.attrs["provenance"] = provenance(
         model_arg=", ".join(names), models=[e.to_dict() for e in entries if e.name in per_model], datasets=list(datasets),
         device_arg=device, dtype=dtype, attn_implementation=attn_implementation, max_new_tokens=max_new_tokens,
-        n_prompts=n_prompts, ignore_eos=ignore_eos, per_model=per_model, **provenance_params)
+        n_prompts=n_prompts, headline=list(headline), headline_prompts=headline_prompts, ignore_eos=ignore_eos,
+        per_model=per_model, **provenance_params)
     return df
 
 
