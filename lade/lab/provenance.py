@@ -26,6 +26,9 @@ def _version(package: str) -> str | None:
         return None
 
 
+RUN_OUTPUTS = ("data/results", "figures")  # what the notebooks write: not a change to what produced a result
+
+
 def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
@@ -60,8 +63,10 @@ def weights_sha256(model: torch.nn.Module) -> str:
 
 
 def provenance(**params: Any) -> dict[str, Any]:
-    """A JSON-serialisable record of the environment plus `params` (model, seed, config, ...)."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    """A JSON-serialisable record of the environment plus `params` (model, seed, config, ...). git_dirty: whether
+    tracked files other than the runs' own outputs (RUN_OUTPUTS, which a default run rewrites as it goes) differ from
+    the commit."""
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":!{p}" for p in RUN_OUTPUTS))
     return {
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
