@@ -69,7 +69,7 @@ def test_headline_methods_run_more_prompts_paired_with_greedy(tiny_dir):
     assert summary.loc[("mt_bench", "pld(4)"), "speedup"] == pytest.approx(greedy / pld)
     assert df.attrs["provenance"]["params"]["headline"] == ["lade(3,2,2)"]
     for bad, message in [(dict(headline=["lade-auto"]), "not among the methods"),
-                         (dict(headline_prompts=3), "name them in `headline`"),
+                         (dict(headline_prompts=3), "give both"), (dict(headline=["pld(4)"]), "give both"),
                          (dict(headline=["pld(4)"], headline_prompts=0), "at least n_prompts"),
                          (dict(headline=["pld(4)"], headline_prompts={"mt_bench": 3}), "no count for the sets")]:
         with pytest.raises(ValueError, match=message):

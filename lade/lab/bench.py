@@ -211,8 +211,9 @@ def run_benchmark(
         raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
     if unknown := set(headline) - {m.name for m in methods}:
         raise ValueError(f"headline methods {sorted(unknown)} are not among the methods {[m.name for m in methods]}")
-    if headline_prompts is not None and not headline:
-        raise ValueError("headline_prompts adds prompts to the headline methods: name them in `headline`")
+    if (headline_prompts is None) != (not headline):
+        raise ValueError("headline methods run headline_prompts prompts per set: give both (or neither), got headline="
+                         f"{list(headline)}, headline_prompts={headline_prompts}")
     counts = _per_set(n_prompts, prompt_sets)
     widest = counts if headline_prompts is None else _per_set(headline_prompts, prompt_sets)
     if short := [name for name in prompt_sets if widest[name] < counts[name]]:
