@@ -61,7 +61,7 @@ def test_a_base_model_without_chat_template_gets_the_raw_prompt(tmp_path):
     results = run_quick(save_tiny_llama(tmp_path / "tiny-base-llama", False), tmp_path / "out")
     for name, rows in results.items():
         assert set(rows["prompt_format"]) == {"raw"}
-        expected = {str(r["id"]): r["prompt"] for r in load_prompts(name, n=2)}
+        expected = {str(r["id"]): r["prompt"] for r in load_prompts(name)}  # whichever prompts each method ran
         for row in rows.itertuples():
             assert row.prompt_text == expected[row.prompt_id]  # the completion prompt exactly, no template
         assert rows["matches_greedy"].all()
