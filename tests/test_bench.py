@@ -10,6 +10,7 @@ import lade
 from lade.lab.bench import ROW_COLUMNS, Method, main, parse_config, run_benchmark, summarize
 from lade.lab.results import load_results, save_results
 from lade.lab.models import load_model
+from lade.lab.runs import headline_for
 from tiny_hub import save_tiny_chat_model
 
 
@@ -133,3 +134,14 @@ def test_cli_on_tiny_model(tiny_dir, tmp_path, capsys):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["method"] for r in rows] == ["greedy", "pld(3)", "lade(2,2,1)"]
     assert json.loads(out.with_name("cli.jsonl.provenance.json").read_text())["provenance"]["params"]["threads"] == 1
+
+
+def test_headline_for_a_notebook_is_lade_auto_on_at_least_every_methods_prompts():
+    assert headline_for(["auto", "pld"], 3, 5) == (["lade-auto"], 5)
+    assert headline_for(["auto"], 80, 5) == (["lade-auto"], 80)  # a spec's larger n_prompts wins
+    assert headline_for(["auto"], {"humaneval": 5, "gsm8k": 200}, {"humaneval": 45}) == (
+        ["lade-auto"], {"humaneval": 45, "gsm8k": 200})
+    assert headline_for(["auto"], {"a": 2}, 4) == (["lade-auto"], {"a": 4})
+    assert headline_for(["pld"], 3, 5) == ([], None)  # no auto: no headline
+    with pytest.raises(ValueError, match="per set"):
+        headline_for(["auto"], 3, {"humaneval": 45})

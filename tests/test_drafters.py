@@ -151,7 +151,7 @@ def test_a_rare_kind_follows_its_group_realised_over_expected_acceptance():
     stats = AcceptanceStats(prior, weight=4.0, group=lambda kind: (kind[0], kind[-1]), group_weight=4.0)
     expected = 0.0
     for i in range(10):
-        own = (i * 0 + 4 * 0.8) / (i + 4)  # ("r", 0, 2)'s own rate before its i-th miss
+        own = 4 * 0.8 / (i + 4)  # ("r", 0, 2)'s own rate before its i-th miss (no acceptance yet)
         expected += own
         stats.record(("r", 0, 2), False)
     factor = (0 + 4.0) / (expected + 4.0)

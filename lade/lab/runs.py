@@ -23,6 +23,21 @@ def methods_for(entry: ModelEntry, baselines: Sequence[str] = ()) -> list[Method
     return list({m.name: m for m in methods}.values())
 
 
+def headline_for(baselines: Sequence[str], n_prompts: int | Mapping[str, int],
+                 headline_prompts: int | Mapping[str, int]) -> tuple[list[str], int | dict[str, int] | None]:
+    """(headline, headline_prompts) for benchmark_models: lade-auto (with greedy) when `auto` is among the baselines,
+    on `headline_prompts` per set but never fewer than every method runs (`n_prompts`); ([], None) without auto."""
+    if "auto" not in baselines:
+        return [], None
+
+    if not isinstance(n_prompts, Mapping):
+        if isinstance(headline_prompts, Mapping):
+            raise ValueError("headline_prompts per set need n_prompts per set too: give both as {set: count}")
+        return [Method.auto().name], max(headline_prompts, n_prompts)
+    wanted = headline_prompts if isinstance(headline_prompts, Mapping) else dict.fromkeys(n_prompts, headline_prompts)
+    return [Method.auto().name], {name: max(wanted.get(name, 0), count) for name, count in n_prompts.items()}
+
+
 def load_entry(entry: ModelEntry, device: str, dtype: str, attn_implementation: str | None = None):
     """(model, tokenizer) of a spec entry, from wherever its weights are (lade.lab.models.locate_weights)."""
     return load_model(entry.weights().source, device=device, dtype=dtype, attn_implementation=attn_implementation,
