@@ -169,6 +169,21 @@ def test_missing_weights_message_names_spec_models_and_folders(tmp_path, monkeyp
     assert missing_weights_message(resolve(load_spec(DEFAULT_SPEC))) is None
 
 
+def test_plan_counts_the_headline_prompts_and_the_parallelism_prompts():
+    """--plan prices what the notebooks run: greedy and lade-auto on the headline prompts, the other methods on
+    n_prompts; the parallelism runs of notebook 03 on parallel_prompts per set."""
+    [entry] = model_entries("embedded", [], [], "auto", "02_humaneval_speedup")
+    p = notebook_parameters("02_humaneval_speedup") | {"n_prompts": 4, "gsm8k_prompts": 2,
+                                                       "headline_prompts": {"humaneval": 30, "gsm8k": 9}}
+    counts = {(w.dataset, w.method): w.prompts for w in notebook_work("02_humaneval_speedup", p, entry)}
+    assert counts[("humaneval", "greedy")] == counts[("humaneval", "lade-auto")] == 30
+    assert counts[("gsm8k", "greedy")] == counts[("gsm8k", "lade-auto")] == 9
+    assert counts[("humaneval", "pld(10)")] == 4 and counts[("gsm8k", "pld(10)")] == 2
+    p = notebook_parameters("03_scaling_law") | {"n_prompts": 3, "parallel_prompts": 1}
+    ranks = [w for w in notebook_work("03_scaling_law", p, entry) if w.method.endswith("rank(s)")]
+    assert ranks and all(w.prompts == 2 for w in ranks)
+
+
 def test_estimate_prices_work_on_the_hardware():
     """More tokens cost more; the same work is faster on an A100 than on an RTX 3090 and on a CPU; a wide lookahead
     step costs more per step than a one-token step but the run needs fewer steps."""

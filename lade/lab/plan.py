@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from .bench import Method
 from .experiments import ablation_methods, scaling_methods
 from .costmodel import gpus
 from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
-from .runs import methods_for
+from .runs import headline_for, methods_for
 from .specs import (ModelEntry, Spec, SpecError, config_params, load_spec, model_entries,
                     notebook_parameters, override_model, parse_size)
 
@@ -105,9 +105,18 @@ class Work:
     forwards: int = 0  # extra single forwards not tied to prompts (latency measurement)
 
 
-def _bench(datasets: dict[str, int], methods: list[Method], tokens: int) -> list[Work]:
-    return [Work(ds, m.name, m.lookahead.key if m.kind == "lade" and not isinstance(m.lookahead, str) else None, n,
-                 tokens) for ds, n in datasets.items() for m in methods]
+def _bench(datasets: dict[str, int], methods: list[Method], tokens: int,
+           wide: dict[str, int] | None = None, headline: Sequence[str] = ()) -> list[Work]:
+    """Each method on each set's prompts; greedy and the `headline` methods on `wide` prompts per set instead."""
+    wider = set(headline) | {Method.greedy().name} if headline else set()
+    return [Work(ds, m.name, m.lookahead.key if m.kind == "lade" and not isinstance(m.lookahead, str) else None,
+                 wide[ds] if m.name in wider else n, tokens) for ds, n in datasets.items() for m in methods]
+
+
+def _headline_bench(datasets: dict[str, int], entry: ModelEntry, p: dict[str, Any], tokens: int) -> list[Work]:
+    """A notebook benchmark whose headline (lade-auto with greedy) runs `headline_prompts` (runs.headline_for)."""
+    headline, wide = headline_for(p["baselines"], datasets, p.get("headline_prompts", 0))
+    return _bench(datasets, methods_for(entry, p["baselines"]), tokens, wide, headline)
 
 
 def notebook_work(notebook: str, p: dict[str, Any], entry: ModelEntry) -> list[Work]:
@@ -115,17 +124,18 @@ def notebook_work(notebook: str, p: dict[str, Any], entry: ModelEntry) -> list[W
     sizes of a full run (quick mode shrinks them inside the notebook)."""
     n, tokens = p.get("n_prompts", 0), p.get("max_new_tokens", 0)
     if notebook == "01_mt_bench_speedup":
-        return _bench({"mt_bench": n}, methods_for(entry, p["baselines"]), tokens)
+        return _headline_bench({"mt_bench": n}, entry, p, tokens)
     if notebook == "02_humaneval_speedup":
         sets = {d: p["gsm8k_prompts"] if d == "gsm8k" else n for d in p["datasets"] if entry.runs_on(d)}
-        return _bench(sets, methods_for(entry, p["baselines"]), tokens)
+        return _headline_bench(sets, entry, p, tokens)
     if notebook == "07_spec_bench":
         sets = {f"spec_bench:{c}": n for c in p["categories"] if entry.runs_on(f"spec_bench:{c}")}
         return _bench(sets, methods_for(entry, p["baselines"]), tokens)
     if notebook == "03_scaling_law":
         grid = [Method.greedy(), *scaling_methods(p["ngram_sizes"], p["window_sizes"])]
         ranks = [Work("mt_bench+humaneval", f"{r} rank(s)", (p["ngram_sizes"][0], r * p["parallel_share"],
-                      r * p["parallel_share"]), 2 * n, tokens) for r in p["parallel_ranks"]]
+                      r * p["parallel_share"]), 2 * p.get("parallel_prompts", n), tokens)
+                 for r in p["parallel_ranks"]]
         return _bench({"mt_bench": n, "humaneval": n}, grid, tokens) + ranks
     if notebook == "04_flops_vs_throughput":
         grid = [Method.greedy(), *(Method.parse(f"lade:{c}") for c in p["configs"])]
