@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -143,7 +144,9 @@ def latency_profile(model, cache: Path | None = None, refresh: bool = False, **m
     profile = measure_latency(model, **measure_kwargs)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(profile.to_json())
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(profile.to_json())
+        os.replace(partial, path)  # atomic: a process reading the cache never sees a half-written profile
     except OSError as error:
         warnings.warn(f"lade could not cache the latency profile in {path} ({error}); it will be measured again next "
                       "time: set LADE_CACHE to a writable folder", stacklevel=2)
