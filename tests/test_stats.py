@@ -69,6 +69,8 @@ def test_planned_intervals_narrow_with_the_square_root_of_the_prompts():
     assert 0.35 < plan.loc[80, "below"] / plan.loc[20, "below"] < 0.65
     assert plan.loc[20, "above_p90"] >= plan.loc[20, "above"]
     exact = _runs({"greedy": [2.0, 4.0, 6.0], "fast": [1.0, 2.0, 3.0]}, {"greedy": [64] * 3, "fast": [32] * 3})
-    assert planned_speedup_intervals(exact, "fast", [5], draws=3).loc[0, "above"] == pytest.approx(0.0)
+    exact_plan = planned_speedup_intervals(exact, "fast", [5], draws=3)
+    assert exact_plan.loc[0, "above"] == pytest.approx(0.0) and exact_plan.loc[0, "share_wider_than_target"] == 0.0
+    assert planned_speedup_intervals(runs, "fast", [3], target=1e-6, draws=5).loc[0, "share_wider_than_target"] == 1.0
     with pytest.raises(ValueError, match="need two or more"):
         planned_speedup_intervals(exact, "missing", [5])

@@ -103,14 +103,14 @@ def summarize_runs(df: pd.DataFrame, reference: str = "greedy", keys: Sequence[s
     return pd.DataFrame(rows)
 
 
-
 def planned_speedup_intervals(df: pd.DataFrame, method: str, sizes: Sequence[int], reference: str = "greedy",
-                              draws: int = 40, seed: int = SEED, n_resamples: int = 1000) -> pd.DataFrame:
+                              target: float = 0.1, draws: int = 40, seed: int = SEED,
+                              n_resamples: int = 1000) -> pd.DataFrame:
     """Sample-size planning from a pilot: for each n in `sizes`, draw n prompts with replacement from the pilot's
     (reference, method) pairs `draws` times and compute each draw's speedup interval as `summarize_runs` would.
 
     One row per n: median distance of the interval's ends below and above the estimate, the 90th percentile of the
-    distance above, and the share of draws whose interval reaches more than 0.1 above or below the estimate.
+    distance above, and the share of draws whose interval reaches more than `target` above or below the estimate.
     """
     merged = _paired(df, reference, ("method",))
     group = merged[merged["method"] == method]
@@ -130,5 +130,5 @@ def planned_speedup_intervals(df: pd.DataFrame, method: str, sizes: Sequence[int
         below, above = np.asarray(below), np.asarray(above)
         rows.append({"prompts": n, "below": float(np.median(below)), "above": float(np.median(above)),
                      "above_p90": float(np.quantile(above, 0.9)),
-                     "share_wider_than_0.1": float(np.mean((above > 0.1) | (below > 0.1)))})
+                     "share_wider_than_target": float(np.mean((above > target) | (below > target)))})
     return pd.DataFrame(rows)
