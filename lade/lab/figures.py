@@ -152,8 +152,10 @@ def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.D
         x += 1
     ax.set_xticks([p for p, _ in labels], [label for _, label in labels], fontsize=7, rotation=25, ha="right")
     ax.set(ylabel="speedup over greedy (x, ratio of total times)", title="speedup: published and reproduced")
+    prompts = rows.loc[rows["method"].isin(summary["method"]), "speedup"]  # the dots: no prompt may fall off the axes
     ax.set_ylim(0, 1.15 * np.nanmax([summary["speedup_high"].max(), summary["speedup"].max(),
-                                      known["speedup"].max() if len(known) else 0.0]))
+                                      known["speedup"].max() if len(known) else 0.0,
+                                      prompts.max() if len(prompts) else 0.0]))
     unity(ax)
     ax = axes[1]
     xs = np.arange(len(summary))
