@@ -176,6 +176,11 @@ def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method,
     }
 
 
+def runs_headline_prompts(method: Method, headline: Sequence[str]) -> bool:
+    """Whether `method` also runs the headline prompts: a headline method, or greedy (every speedup's reference)."""
+    return method.kind == "greedy" or method.name in headline
+
+
 def run_benchmark(
     model,
     tokenizer,
@@ -237,7 +242,7 @@ def run_benchmark(
     rows: list[dict[str, Any]] = []
 
     def running(all_methods: bool) -> list[Method]:
-        return methods if all_methods else [m for m in methods if m.kind == "greedy" or m.name in headline]
+        return methods if all_methods else [m for m in methods if runs_headline_prompts(m, headline)]
 
     total = sum(len(running(all_methods)) for *_, all_methods in encoded) * repeats
     bar = tqdm(total=total, disable=not progress, desc="bench", unit="run")

@@ -23,7 +23,7 @@ import yaml
 
 from ..config import LookaheadConfig
 from ..cost import HOST_S, prior_table
-from .bench import Method
+from .bench import Method, runs_headline_prompts
 from .experiments import ablation_methods, scaling_methods
 from .costmodel import gpus
 from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
@@ -107,10 +107,10 @@ class Work:
 
 def _bench(datasets: dict[str, int], methods: list[Method], tokens: int,
            wide: dict[str, int] | None = None, headline: Sequence[str] = ()) -> list[Work]:
-    """Each method on each set's prompts; greedy and the `headline` methods on `wide` prompts per set instead."""
-    wider = set(headline) | {Method.greedy().name} if headline else set()
+    """Each method on each set's prompts; with `wide`, those that run the headline prompts on wide[set] instead."""
     return [Work(ds, m.name, m.lookahead.key if m.kind == "lade" and not isinstance(m.lookahead, str) else None,
-                 wide[ds] if m.name in wider else n, tokens) for ds, n in datasets.items() for m in methods]
+                 wide[ds] if wide and runs_headline_prompts(m, headline) else n, tokens)
+            for ds, n in datasets.items() for m in methods]
 
 
 def _headline_bench(datasets: dict[str, int], entry: ModelEntry, p: dict[str, Any], tokens: int) -> list[Work]:

@@ -29,7 +29,6 @@ def headline_for(baselines: Sequence[str], n_prompts: int | Mapping[str, int],
     on `headline_prompts` per set but never fewer than every method runs (`n_prompts`); ([], None) without auto."""
     if "auto" not in baselines:
         return [], None
-
     if not isinstance(n_prompts, Mapping):
         if isinstance(headline_prompts, Mapping):
             raise ValueError("headline_prompts per set need n_prompts per set too: give both as {set: count}")
