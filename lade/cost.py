@@ -42,6 +42,7 @@ SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to durin
 HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain decoding's (measured ~0.5 ms on CPU)
 MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
 TASKS = ("chat", "code", "mixed")
+STEP_VERSION = 2  # bumped when a step's forward changes cost (v2: masked sdpa steps read grouped heads in place)
 
 
 @dataclass(frozen=True)
@@ -73,13 +74,14 @@ class LatencyProfile:
 
 def device_key(model) -> str:
     """What latency depends on: the model's name and shape, dtype, attention implementation, device (and CPU
-    threads)."""
+    threads), and how lade runs a step (STEP_VERSION: a cached profile of an older step is measured again)."""
     config = model.config.get_text_config(decoder=True)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                                                     "num_key_value_heads", "intermediate_size", "vocab_size")]
     attn = getattr(model.config, "_attn_implementation", None)
-    return f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}|{device_description(model.device)}"
+    return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}|{device_description(model.device)}"
+            f"|step v{STEP_VERSION}")
 
 
 def _measurement_call(model, generator: torch.Generator) -> ModelCall:

@@ -4,6 +4,7 @@ attention; lade decodes exactly with every path available on CPU, including a mo
 import pytest
 import torch
 from torch import nn
+from transformers.cache_utils import DynamicCache
 from transformers.models.llama.modeling_llama import LlamaForCausalLM, eager_attention_forward
 
 import lade
@@ -191,3 +192,34 @@ def test_models_outside_the_attention_interface_get_a_clear_error():
 def test_config_rejects_unknown_attention():
     with pytest.raises(ValueError, match="attention must be one of"):
         lade.LookaheadConfig(attention="flash")
+
+
+def test_mask_path_reads_grouped_heads_in_place_with_the_logits_of_transformers_sdpa(monkeypatch):
+    """sdpa models run lade's masked steps under lade_sdpa: on CPU the grouped key/value heads are read in place
+    (no repeat_kv copy of the cache per layer) and the logits are transformers' sdpa's; eager models and models
+    outside the AttentionInterface keep their own implementation."""
+    import transformers.integrations.sdpa_attention as sdpa
+
+    copies = []
+    real_repeat = sdpa.repeat_kv
+    monkeypatch.setattr(sdpa, "repeat_kv", lambda *args: copies.append(1) or real_repeat(*args))
+    model = tiny_model("llama", "sdpa")  # 4 heads over 2 kv heads
+    prompt = random_prompt(7, length=30)
+    batch = stack_layouts([build_layout(5, torch.tensor([[7, 8, 9], [3, 4, 6]]), TokenTree([(1, 2), (1, 4)]), CPU)])
+    logits = {}
+    for name in ("lade_sdpa", None):
+        call = ModelCall(model, DynamicCache(config=model.config), "mask")
+        assert call.attention.implementation == "lade_sdpa"
+        call.attention.implementation = name
+        call.prefill(prompt)
+        copies.clear()
+        logits[name] = call.step(batch, torch.tensor([30]), 30, None)
+        assert bool(copies) == (name is None)
+        assert model.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(logits["lade_sdpa"], logits[None], rtol=0, atol=1e-5)
+    assert ModelCall(tiny_model("llama", "eager"), None, "mask").attention.implementation is None
+
+    class Legacy(LlamaForCausalLM):
+        _can_set_attn_implementation_cached_value = False
+
+    assert ModelCall(Legacy(model.config).eval(), None, "mask").attention.implementation is None

@@ -7,6 +7,9 @@ first past = key length - q keys), or the full [B, 1, q, past + q] visibility (l
 fewer tokens); None means causal.
 "lade_split": the prefix through a fused kernel, the block in plain torch, merged by log-sum-exp.
 "lade_flex": one FlexAttention call with a BlockMask built from the block.
+"lade_sdpa": transformers' sdpa attention, except that a masked call with grouped key/value heads on CPU reads the
+heads in place (SDPA's enable_gqa) where transformers copies the whole cache per layer (repeat_kv); it takes the
+same masks as "sdpa" (the "mask" path runs sdpa models under it).
 Registered once on import (transformers' public extension point; nothing is patched).
 """
 
@@ -14,12 +17,15 @@ from __future__ import annotations
 
 import torch
 from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
 from .flex import flex_kernel, tree_block_mask
 from .kernels import causal_attention, split_attention
 
 SPLIT = "lade_split"
 FLEX = "lade_flex"
+SDPA = "lade_sdpa"
 
 
 def _check_plain(name: str, dropout: float, kwargs: dict) -> None:
@@ -79,5 +85,22 @@ def flex_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
     return out.transpose(1, 2).contiguous(), None
 
 
+def sdpa_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                 **kwargs) -> tuple[torch.Tensor, None]:
+    """attention_mask: [B, 1, q, kv] (additive float or bool) or None, as for transformers' "sdpa"."""
+    grouped_masked_cpu = (attention_mask is not None and query.shape[1] != key.shape[1] and query.device.type == "cpu"
+                          and attention_mask.shape[-1] == key.shape[2])
+    if not grouped_masked_cpu or dropout or any(kwargs.get(k) is not None for k in ("softcap", "s_aux",
+                                                                                      "position_bias")):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling,
+                                                           enable_gqa=True)  # [B, H, q, Dv]
+    return out.transpose(1, 2).contiguous(), None
+
+
 AttentionInterface.register(SPLIT, split_attention_forward)
 AttentionInterface.register(FLEX, flex_attention_forward)
+AttentionInterface.register(SDPA, sdpa_forward)
+ALL_MASK_ATTENTION_FUNCTIONS.register(SDPA, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])  # the masks "sdpa" gets

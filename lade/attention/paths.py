@@ -1,6 +1,7 @@
 """Attention paths: how one lookahead forward computes its tree attention, chosen per model and device.
 
-"mask":  the 4-D additive mask [B, 1, q, past+q] through the model's own eager/sdpa attention.
+"mask":  the 4-D additive mask [B, 1, q, past+q] through the model's own eager/sdpa attention (sdpa models run
+         under lade_sdpa: the same, with grouped key/value heads read in place under a mask on CPU).
 "split": lade_split: the cache prefix through a fused kernel, the in-step block under the tree mask, merged by
          log-sum-exp. The model gets the block [B, 1, q, q] as its mask when every row sees the whole cache, else
          the full [B, 1, q, past+q] bool mask (left padding, rows of a batch that hold fewer tokens).
@@ -19,15 +20,17 @@ import torch
 from transformers import PreTrainedModel
 
 from ..layout import BatchLayout, additive_mask, step_visibility
-from .interface import FLEX, SPLIT
+from .interface import FLEX, SDPA, SPLIT
 
 MASK_ATTENTION = ("eager", "sdpa")
 
 
 class AttentionPath:
-    """The mask handed to the model for the prefill and for a step, under the model's own implementation."""
+    """The mask handed to the model for the prefill and for a step, under the model's own implementation (sdpa:
+    lade_sdpa, its grouped-head variant, switched in for each forward where the model lets it be set)."""
 
     name = "mask"
+    implementation: str | None = None  # the implementation switched in for each forward (None: the model's own)
 
     def __init__(self, model: PreTrainedModel) -> None:
         implementation = model.config._attn_implementation or "eager"
@@ -37,10 +40,24 @@ class AttentionPath:
                 f"'{implementation}', which cannot take lade's 4-D tree mask; use LookaheadConfig(attention='auto') "
                 "or 'split'"
             )
+        self._configs = _attention_configs(model)
+        if implementation == "sdpa" and _switchable(model) and all(
+                config._attn_implementation_internal in (None, "sdpa") for config in self._configs):
+            self.implementation = SDPA
 
     @contextmanager
     def active(self) -> Iterator[None]:
-        yield
+        if self.implementation is None:
+            yield
+            return
+        saved = [(config, config._attn_implementation_internal) for config in self._configs]
+        try:
+            for config, _ in saved:
+                config._attn_implementation_internal = self.implementation
+            yield
+        finally:
+            for config, implementation in saved:
+                config._attn_implementation_internal = implementation
 
     def step_mask(self, batch: BatchLayout, past: int, cache_visible: torch.Tensor | None,
                   dtype: torch.dtype) -> torch.Tensor:
@@ -53,33 +70,27 @@ class AttentionPath:
         return attention_mask
 
 
+def _switchable(model: PreTrainedModel) -> bool:
+    """Whether every attention layer of the model goes through transformers' AttentionInterface."""
+    return all(module._can_set_attn_implementation() for module in model.modules()
+               if isinstance(module, PreTrainedModel))
+
+
 class _SwitchedPath(AttentionPath):
     """A path run under one of lade's registered attention functions, switched in for each forward and always
     restored. The model gets a bool mask: the step's [B, 1, q, q] block where the whole cache is visible, else
     [B, 1, q, past + q] (the prefill: None, i.e. causal, without padding)."""
 
-    implementation = ""
-
     def __init__(self, model: PreTrainedModel) -> None:
-        for module in model.modules():
-            if isinstance(module, PreTrainedModel) and not module._can_set_attn_implementation():
-                raise ValueError(
-                    f"{type(module).__name__} does not route attention through transformers' AttentionInterface, so "
-                    f"attention='{self.name}' cannot reach it; use LookaheadConfig(attention='mask') with "
-                    "attn_implementation='eager' or 'sdpa'"
-                )
+        if not _switchable(model):
+            blocking = next(type(module).__name__ for module in model.modules()
+                            if isinstance(module, PreTrainedModel) and not module._can_set_attn_implementation())
+            raise ValueError(
+                f"{blocking} does not route attention through transformers' AttentionInterface, so "
+                f"attention='{self.name}' cannot reach it; use LookaheadConfig(attention='mask') with "
+                "attn_implementation='eager' or 'sdpa'"
+            )
         self._configs = _attention_configs(model)
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        saved = [(config, config._attn_implementation_internal) for config in self._configs]
-        try:
-            for config, _ in saved:
-                config._attn_implementation_internal = self.implementation
-            yield
-        finally:
-            for config, implementation in saved:
-                config._attn_implementation_internal = implementation
 
     def step_mask(self, batch: BatchLayout, past: int, cache_visible: torch.Tensor | None,
                   dtype: torch.dtype) -> torch.Tensor:
