@@ -28,6 +28,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from .adapters import position_limit
 from .cache import crop
 from .config import LookaheadConfig
+from .cpu_linear import packed_linear_count
 from .cost_prior import PRIOR
 from .device import device_description, synchronize
 from .encoder_decoder import EncoderDecoderCall
@@ -73,14 +74,16 @@ class LatencyProfile:
 
 
 def device_key(model) -> str:
-    """What latency depends on: the model's name and shape, dtype, attention implementation, device (and CPU
-    threads), and how lade runs a step (STEP_VERSION: a cached profile of an older step is measured again)."""
+    """What latency depends on: the model's name and shape, dtype, attention implementation, linear kernel (oneDNN
+    packed or not), device (and CPU threads), and how lade runs a step (STEP_VERSION: a cached profile of an older
+    step is measured again)."""
     config = model.config.get_text_config(decoder=True)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                                                     "num_key_value_heads", "intermediate_size", "vocab_size")]
     attn = getattr(model.config, "_attn_implementation", None)
-    return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}|{device_description(model.device)}"
+    linears = f"|packed linears {packed_linear_count(model)}" if packed_linear_count(model) else ""
+    return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"
             f"|step v{STEP_VERSION}")
 
 

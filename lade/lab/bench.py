@@ -40,7 +40,7 @@ from ..auto import auto_config
 from ..config import LookaheadConfig
 from .agreement import first_divergence
 from .prompts import EncodedPrompt, encode_prompt, load_prompts
-from .provenance import provenance, weights_sha256
+from .provenance import model_record, provenance
 from .results import save_results
 from .stats import summarize_runs
 from .timing import ForwardTimer, timed_generate
@@ -272,7 +272,7 @@ def run_benchmark(
 
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     df.attrs["provenance"] = provenance(
-        model=name_or_path, model_name=label["model"], dtype=str(model.dtype), weights_sha256=weights_sha256(model),
+        model=name_or_path, model_name=label["model"], **model_record(model),
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
         headline=list(headline), headline_prompts=headline_prompts,
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats,

@@ -20,7 +20,7 @@ from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .paths import published
 from .prompts import encode_prompt, load_prompts
-from .provenance import provenance, weights_sha256
+from .provenance import model_record, provenance
 from .stats import summarize_runs
 from .timing import timed_generate
 from .validation import VALIDATION_COLUMNS
@@ -141,8 +141,8 @@ def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float
     bar.close()
     df = pd.DataFrame(rows, columns=list(SAMPLING_COLUMNS))
     df.attrs["provenance"] = provenance(
-        model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt_set=prompt_set,
-        weights_sha256=weights_sha256(model), temperatures=list(temperatures), config=config.to_dict(),
+        model=getattr(model.config, "_name_or_path", ""), prompt_set=prompt_set, **model_record(model),
+        temperatures=list(temperatures), config=config.to_dict(),
         n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed, prompt_format=prompt_format,
         **provenance_params)
     df.attrs["summary"] = summarize_runs(df, reference="plain", keys=("prompt_set", "temperature", "method")).to_dict(
@@ -177,8 +177,8 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
     bar.close()
     df = pd.DataFrame(rows, columns=list(DISTRIBUTION_COLUMNS))
     df.attrs["provenance"] = provenance(
-        model=getattr(model.config, "_name_or_path", ""), dtype=str(model.dtype), prompt=prompt,
-        weights_sha256=weights_sha256(model), temperature=temperature, samples=samples, new_tokens=new_tokens,
+        model=getattr(model.config, "_name_or_path", ""), prompt=prompt, **model_record(model),
+        temperature=temperature, samples=samples, new_tokens=new_tokens,
         config=config.to_dict(), seed=seed,
         compression={name: samples * new_tokens / max(c, 1) for name, c in calls.items()}, **provenance_params)
     return df

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from ..cpu_linear import cpu_linears_available, pack_cpu_linears
 from ..paths import cache_dir
 from ..quantization import quantization_method, require_backend
 
@@ -221,13 +222,17 @@ def _not_found_message(name: str) -> str:
 
 def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str = "float32",
                attn_implementation: str | None = None, quantization_config=None,
-               device_map: str | dict | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+               device_map: str | dict | None = None,
+               pack_linears: bool | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model in eval mode on `device`, tokenizer).
 
     name_or_path: "embedded"/"smollm2", a local folder, or a Hub id (respects HF_HUB_OFFLINE).
     dtype: "float32", "float16", "bfloat16" or "auto". Pass an explicit attention mask to generate.
     quantization_config: e.g. `BitsAndBytesConfig(load_in_8bit=True)`; quantizes while loading on `device`.
     device_map: e.g. "auto" to spread a model too large for one GPU over several (accelerate), instead of `device`.
+    pack_linears: run the linear layers through oneDNN with packed weights (lade.pack_cpu_linears); None: wherever
+    that applies (a float32 model on the CPU, not quantized, not spread by a device map), which is how the lab
+    benchmarks every decoding method on the CPU, plain decoding included.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} not in {sorted(DTYPES)}")
@@ -246,7 +251,13 @@ def load_model(name_or_path: str = "embedded", device: str = "cpu", dtype: str =
                                                      attn_implementation=attn_implementation, **placement)
     except OSError as err:
         raise ModelNotFoundError(_not_found_message(name_or_path)) from err
-    return (model if "device_map" in placement else model.to(device)).eval(), tokenizer
+    model = (model if "device_map" in placement else model.to(device)).eval()
+    if pack_linears is None:
+        pack_linears = (model.device.type == "cpu" and model.dtype == torch.float32 and not placement
+                        and cpu_linears_available())
+    if pack_linears:
+        pack_cpu_linears(model)
+    return model, tokenizer
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..cpu_linear import packed_linear_count
 from ..device import device_description
 from .paths import REPO
 
@@ -60,6 +61,12 @@ def weights_sha256(model: torch.nn.Module) -> str:
         digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
+
+
+def model_record(model: torch.nn.Module) -> dict[str, Any]:
+    """What a result file records of the model it ran: dtype, weights digest, linear layers packed for oneDNN."""
+    return {"dtype": str(model.dtype), "weights_sha256": weights_sha256(model),
+            "packed_linears": packed_linear_count(model)}
 
 
 def provenance(**params: Any) -> dict[str, Any]:
