@@ -156,9 +156,9 @@ def notebook_work(notebook: str, p: dict[str, Any], entry: ModelEntry) -> list[W
 # ---- the time estimate (one function to swap) ---------------------------------------------------------------------
 
 # Achieved rates of the 2-core CPU we develop on (SmolLM2-135M fp32, 2 threads), fitted by least squares to the greedy
-# rows of the default run (wall = a + prompt tokens x 2.4 ms + new tokens x 58 ms: 0.54 GB of weights per token at
-# 9.2 GB/s, 2 x 135M FLOPs per prompt token at 0.11 TFLOP/s).
-CPU_ROW = {"peak_tflops": 0.11, "bandwidth_gbs": 9.2}
+# rows of the default run, linear layers packed (wall = prompt tokens x 1.5 ms + new tokens x 49 ms: 0.54 GB of
+# weights per token at 11 GB/s, 2 x 135M FLOPs per prompt token at 0.18 TFLOP/s).
+CPU_ROW = {"peak_tflops": 0.18, "bandwidth_gbs": 11.0}
 GPU_EFFICIENCY = (0.5, 0.8)  # achieved share of datasheet FLOP/s and bandwidth (notebook 04's assumption)
 # Per-forward framework overhead on a GPU (kernel launches, Python): the blog's greedy baselines on an A100 (7B 42,
 # 13B 32, 34B 19 tok/s: 24 / 31 / 53 ms per token) exceed the roofline (8 / 16 / 42 ms) by 11-16 ms.
