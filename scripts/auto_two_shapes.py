@@ -1,6 +1,7 @@
 """Does lookahead_config="auto" decide by the device's cost? The same adaptive drafter, with SmolLM2-135M's own drafts
 and acceptance, planned once with SmolLM2's latency profile and once with the profile of a randomly initialised
-1B-parameter Llama-shaped model on the same machine (or a flat, GPU-like profile): how many tokens each step feeds.
+1B-parameter Llama-shaped model on the same machine with PyTorch's default (MKL) linears (or a flat, GPU-like
+profile): how many tokens each step feeds. SmolLM2 is loaded as the lab loads it (linear layers packed for oneDNN).
 
     PYTHONPATH=. python scripts/auto_two_shapes.py --prompts 4 --max-new-tokens 96 --threads 1
 
@@ -77,7 +78,7 @@ def main() -> None:
     large = measure_latency(llama_1b(model.config.vocab_size), repeats=3)
     flat = LatencyProfile("flat (memory-bound GPU-like)", small.context, small.qs,
                           tuple(small.seconds[0] * (1 + 0.002 * q) for q in small.qs))
-    profiles = (("SmolLM2-135M (this CPU)", small), ("random Llama 1B shape (this CPU)", large),
+    profiles = (("SmolLM2-135M (this CPU, packed linears)", small), ("random Llama 1B shape (this CPU, MKL)", large),
                 ("flat profile (GPU-like)", flat))
     rows = {f"{name}{'' if online else ', profile only'}": decode_with(profile, model, prompts, args.max_new_tokens,
                                                                          online)
