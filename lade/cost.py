@@ -82,7 +82,8 @@ def device_key(model) -> str:
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                                                     "num_key_value_heads", "intermediate_size", "vocab_size")]
     attn = getattr(model.config, "_attn_implementation", None)
-    linears = f"|packed linears {packed_linear_count(model)}" if packed_linear_count(model) else ""
+    packed = packed_linear_count(model)
+    linears = f"|packed linears {packed}" if packed else ""
     return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"
             f"|step v{STEP_VERSION}")
 
