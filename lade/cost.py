@@ -3,7 +3,8 @@ it pays depends on how a step's latency grows with the tokens it feeds.
 
 - `measure_latency` / `latency_profile`: latency(q), the fastest of a few timed forwards of q tokens at a
   representative cache length, measured on the model's device (cached as JSON per model shape, dtype and device
-  in the lade cache directory, best effort).
+  in the lade cache directory, best effort: a cache file that is not a usable profile is ignored with a warning and
+  measured again, a cache that cannot be written is a warning).
 - `predict` / `choose_config`: tokens/s of each config predicted as compression / (mean step latency + host_s),
   with compression, tokens per step and the share of one-token steps (a pool-only config feeds one token when no
   candidate matches) taken from a measured prior (lade/cost_prior.py); the fastest config, or a disabled one
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import stat
+import tempfile
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -44,6 +48,13 @@ HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain deco
 MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
 TASKS = ("chat", "code", "mixed")
 STEP_VERSION = 2  # bumped when a step's forward changes cost (v2: masked sdpa steps read grouped heads in place)
+DIP = 0.5  # a usable profile: no step costs less than DIP x the dearest smaller step (kernel changes make real dips)
+SPAN = 0.9  # ... and the largest step costs at least SPAN x the smallest (memory-bound devices time them about equal)
+MAX_CACHE_BYTES = 1 << 20  # a cached profile is a few hundred bytes; a larger file is not one
+
+
+class ProfileError(ValueError):
+    """A latency profile that cannot steer "auto" (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +79,57 @@ class LatencyProfile:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "LatencyProfile":
-        raw = json.loads(text)
-        return cls(raw["key"], raw["context"], tuple(raw["qs"]), tuple(raw["seconds"]))
+    def from_json(cls, text: str | bytes) -> "LatencyProfile":
+        """The profile a cache file holds; ProfileError (saying why) unless it is usable (`check`)."""
+        try:
+            raw = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+            raise ProfileError(f"not valid JSON: {error}") from None
+        fields = list(cls.__dataclass_fields__)
+        if not isinstance(raw, dict) or set(raw) != set(fields):
+            found = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
+            raise ProfileError(f"expected the fields {fields}, found {found}")
+        if not isinstance(raw["key"], str) or not _is_int(raw["context"]):
+            raise ProfileError("key must be a string and context an integer")
+        for name in ("qs", "seconds"):
+            if not isinstance(raw[name], list) or not all(_is_number(v) for v in raw[name]):
+                raise ProfileError(f"{name} must be a list of numbers")
+        if not all(_is_int(q) for q in raw["qs"]):
+            raise ProfileError("qs must be whole token counts")
+        profile = cls(raw["key"], raw["context"], tuple(raw["qs"]), tuple(float(s) for s in raw["seconds"]))
+        profile.check()
+        return profile
+
+    def check(self) -> None:
+        """ProfileError unless the profile is usable: context > 0; qs non-empty, positive, strictly increasing; one
+        finite positive time per q; and monotone enough: no time below DIP x the largest time of a smaller step, the
+        largest step's time at least SPAN x the smallest's (reversed or garbled timings would steer auto to wide
+        steps that are not cheap)."""
+        qs, seconds = self.qs, self.seconds
+        if self.context < 1:
+            raise ProfileError(f"context {self.context} is not positive")
+        if not qs or len(qs) != len(seconds):
+            raise ProfileError(f"{len(qs)} step sizes and {len(seconds)} times: need one time per step size, at "
+                               "least one")
+        if qs[0] < 1 or any(b <= a for a, b in zip(qs, qs[1:])):
+            raise ProfileError(f"step sizes {list(qs)} are not positive and increasing")
+        if not all(math.isfinite(t) and t > 0 for t in seconds):
+            raise ProfileError(f"times {list(seconds)} are not all finite and positive")
+        for i in range(1, len(seconds)):
+            if seconds[i] < DIP * max(seconds[:i]):
+                raise ProfileError(f"a {qs[i]}-token step takes {seconds[i]:.3g} s, less than {DIP} x a smaller step's "
+                                   f"{max(seconds[:i]):.3g} s")
+        if seconds[-1] < SPAN * seconds[0]:
+            raise ProfileError(f"the largest step ({qs[-1]} tokens, {seconds[-1]:.3g} s) is timed under {SPAN} x the "
+                               f"smallest ({qs[0]} tokens, {seconds[0]:.3g} s)")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def device_key(model) -> str:
@@ -139,24 +198,83 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
 
 
 def latency_profile(model, cache: Path | None = None, refresh: bool = False, **measure_kwargs) -> LatencyProfile:
-    """The model's latency profile, measured once and cached in `<lade cache>/cost/latency-<hash>.json`. Caching is
-    best effort: an unwritable cache directory gives a warning and the measured profile."""
+    """The model's latency profile, measured once and cached in `<lade cache>/cost/latency-<hash>.json`.
+
+    Caching is best effort and never stops decoding: a cache file that is not a usable profile of this model and
+    device (damaged, edited, not a regular file) is ignored and measured again, a cache that cannot be written keeps
+    the measured profile in memory only; either gives one warning naming the file and the reason."""
     key = device_key(model)
-    path = (cache or cache_dir()) / "cost" / f"latency-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
-    if path.exists() and not refresh:
-        profile = LatencyProfile.from_json(path.read_text())
-        if profile.key == key:
-            return profile
+    path = profile_path(model, cache)
+    problems = []
+    if not refresh:
+        try:
+            profile = read_profile(path)
+            if profile is not None and profile.key == key:
+                return profile
+            if profile is not None:
+                problems.append(f"ignored {path}: it holds the profile of {profile.key!r}")
+        except (OSError, ProfileError) as error:
+            problems.append(f"ignored {path} ({error}) and measured the profile again")
     profile = measure_latency(model, **measure_kwargs)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.partial")
-        partial.write_text(profile.to_json())
-        os.replace(partial, path)  # atomic: a process reading the cache never sees a half-written profile
+        profile.check()
+    except ProfileError:  # a noisy measurement (another job took the device): once more
+        profile = measure_latency(model, **measure_kwargs)
+    try:
+        profile.check()
+        write_profile(path, profile)
+    except ProfileError as error:
+        problems.append(f"did not cache the measured latency profile, which is too noisy to reuse ({error}); it is "
+                        "used for this call only")
     except OSError as error:
-        warnings.warn(f"lade could not cache the latency profile in {path} ({error}); it will be measured again next "
-                      "time: set LADE_CACHE to a writable folder", stacklevel=2)
+        problems.append(f"could not cache the latency profile in {path} ({error}); it will be measured again next "
+                        "time: set LADE_CACHE to a writable folder")
+    if problems:
+        warnings.warn("lade " + "; ".join(problems), stacklevel=2)
     return profile
+
+
+def profile_path(model, cache: Path | None = None) -> Path:
+    """Where the model's latency profile is cached: `<cache or lade's>/cost/latency-<hash of device_key>.json`."""
+    return (cache or cache_dir()) / "cost" / f"latency-{hashlib.sha1(device_key(model).encode()).hexdigest()[:16]}.json"
+
+
+def read_profile(path: Path) -> LatencyProfile | None:
+    """The profile cached at `path`; None when there is none (no file, or a missing folder on the way); OSError or
+    ProfileError when the path holds something else. Opened without blocking (a FIFO in its place must not hang)
+    and read only if it is a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ProfileError("a directory, not a file" if stat.S_ISDIR(mode) else "not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            data = file.read(MAX_CACHE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CACHE_BYTES:
+        raise ProfileError(f"larger than {MAX_CACHE_BYTES} bytes")
+    return LatencyProfile.from_json(data)
+
+
+def write_profile(path: Path, profile: LatencyProfile) -> None:
+    """Write `path` atomically (readers see the old file or the whole new one) through a private temporary file
+    created exclusively in the same folder (an unpredictable name; a link planted there is never followed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(profile.to_json())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,17 @@
 """Cost model: latency interpolation, the automatic choice and its fallback, 'auto' end to end (the GPU cost
 model of the research harness is tested in test_costmodel.py)."""
 
+import json
+import os
+import threading
+import warnings
+
 import pytest
 import torch
 
 import lade
-from lade.cost import LatencyProfile, choose_config, latency_profile, predict, prior_table, step_latency
+from lade.cost import (LatencyProfile, ProfileError, choose_config, latency_profile, predict, prior_table,
+                       profile_path, read_profile, step_latency)
 from tiny_models import random_prompt, tiny_model
 
 # config key -> (compression, tokens fed per step, share of one-token steps)
@@ -109,3 +115,171 @@ def test_auto_end_to_end(tmp_path, monkeypatch):
     assert isinstance(lade.auto_config(model), lade.LookaheadConfig)
     with pytest.raises(ValueError, match="'auto'"):
         lade.generate(model, ids, "fast", **kw)
+
+
+QUICK = dict(qs=(1, 4, 16), context=32, repeats=1)  # a cheap measurement of a tiny model
+GOOD = {"key": "k", "context": 32, "qs": [1, 4, 16], "seconds": [0.001, 0.0012, 0.002]}
+DAMAGED = {  # what a cache file may hold instead of a profile -> words the warning must contain
+    "corrupt JSON": ("{'key': oops", "not valid JSON"),
+    "truncated JSON": (json.dumps(GOOD)[:30], "not valid JSON"),
+    "not an object": ("[1, 2, 3]", "expected the fields"),
+    "a missing field": (json.dumps({k: v for k, v in GOOD.items() if k != "seconds"}), "expected the fields"),
+    "strings for numbers": (json.dumps(GOOD | {"seconds": ["0.001", "0.0012", "0.002"]}), "list of numbers"),
+    "a string context": (json.dumps(GOOD | {"context": "32"}), "context an integer"),
+    "fractional qs": (json.dumps(GOOD | {"qs": [1, 4.5, 16]}), "whole token counts"),
+    "empty lists": (json.dumps(GOOD | {"qs": [], "seconds": []}), "one time per step size"),
+    "mismatched lists": (json.dumps(GOOD | {"seconds": [0.001, 0.002]}), "one time per step size"),
+    "negative timings": (json.dumps(GOOD | {"seconds": [-0.001, -0.0012, -0.002]}), "finite and positive"),
+    "zero timings": (json.dumps(GOOD | {"seconds": [0.0, 0.0, 0.0]}), "finite and positive"),
+    "NaN timings": (json.dumps(GOOD | {"seconds": [float("nan"), 0.0012, 0.002]}), "finite and positive"),
+    "inverted timings": (json.dumps(GOOD | {"seconds": [0.002, 0.0012, 0.001]}), "under 0.9 x the smallest"),
+    "decreasing qs": (json.dumps(GOOD | {"qs": [16, 4, 1]}), "not positive and increasing"),
+    "a dip to nothing": (json.dumps(GOOD | {"qs": [1, 4, 16, 32], "seconds": [0.001, 0.0002, 0.002, 0.003]}),
+                         "less than 0.5 x"),
+}
+
+
+def _one_warning(record) -> str:
+    messages = [str(w.message) for w in record if issubclass(w.category, UserWarning)]
+    assert len(messages) == 1, messages
+    return messages[0]
+
+
+def _within(seconds: float, call):
+    """call() in a thread, its result or exception; fails (instead of hanging the suite) if it does not return in
+    time."""
+    result = {}
+
+    def run():
+        try:
+            result["value"] = call()
+        except Exception as error:  # handed to the caller
+            result["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "hung"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_a_damaged_latency_cache_is_ignored_with_one_warning_and_measured_again(damage, tmp_path):
+    """Each damaged file is refused on read for its reason (one warning naming the file and why), the profile is
+    measured again and the file replaced by it, so the next call reads it without a warning."""
+    model = tiny_model("llama")
+    path = profile_path(model, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(DAMAGED[damage][0].replace('"k"', json.dumps(lade.cost.device_key(model))))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        profile = latency_profile(model, tmp_path, **QUICK)
+    message = _one_warning(record)
+    assert str(path) in message and DAMAGED[damage][1] in message and "measured the profile again" in message
+    profile.check()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert latency_profile(model, tmp_path) == profile == read_profile(path)
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a FIFO"])
+def test_a_cache_file_that_is_not_a_file_is_a_warning_never_a_hang(kind, tmp_path):
+    """A directory or a FIFO where the profile file belongs: read_profile refuses it without blocking (a FIFO opened
+    for reading would wait for a writer), the profile is measured and returned with one warning; a FIFO is replaced
+    by the profile, a directory cannot be, which the same warning says."""
+    model = tiny_model("llama")
+    path = profile_path(model, tmp_path)
+    path.parent.mkdir(parents=True)
+    if kind == "a directory":
+        path.mkdir()
+    else:
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs on this system")
+        os.mkfifo(path)
+    with pytest.raises(ProfileError, match="a directory" if kind == "a directory" else "not a regular file"):
+        _within(30, lambda: read_profile(path))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        profile = _within(120, lambda: latency_profile(model, tmp_path, **QUICK))
+    message = _one_warning(record)
+    assert str(path) in message and profile is not None and profile.qs == (1, 4, 16)
+    if kind == "a directory":
+        assert "could not cache the latency profile" in message and path.is_dir()
+    else:
+        assert read_profile(path) == profile
+
+
+def test_the_cache_is_written_through_a_private_temporary_file(tmp_path):
+    """A link planted at the name the profile used to be written through (and at any name the writer could
+    predict) is never followed: its target keeps its content, the profile lands in its own file, no temporary file
+    is left behind."""
+    model = tiny_model("llama")
+    path = profile_path(model, tmp_path)
+    path.parent.mkdir(parents=True)
+    target = tmp_path / "victim.txt"
+    target.write_text("precious")
+    planted = [path.with_suffix(f".{os.getpid()}.partial"), path.with_suffix(".tmp"), path.with_suffix(".partial")]
+    for link in planted:
+        link.symlink_to(target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        profile = latency_profile(model, tmp_path, **QUICK)
+    assert target.read_text() == "precious" and read_profile(path) == profile
+    assert not path.is_symlink() and (path.stat().st_mode & 0o077) == 0  # a private file, renamed into place
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, *(p.name for p in planted)])
+
+
+def test_a_cache_path_that_is_not_a_writable_folder_is_a_warning(tmp_path):
+    """The lade cache is a file (or a folder the user cannot write): the measured profile is used, one warning."""
+    model = tiny_model("llama")
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("not a folder")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        profile = latency_profile(model, not_a_folder, **QUICK)
+    assert "could not cache the latency profile" in _one_warning(record) and profile.qs == (1, 4, 16)
+    assert not_a_folder.read_text() == "not a folder"
+
+
+def test_a_profile_for_another_key_is_measured_again(tmp_path):
+    """A valid profile of another model or device at this model's file (copied or edited) is not used."""
+    model = tiny_model("llama")
+    path = profile_path(model, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(GOOD))
+    with pytest.warns(UserWarning, match="holds the profile of 'k'"):
+        profile = latency_profile(model, tmp_path, **QUICK)
+    assert profile.key == lade.cost.device_key(model) and read_profile(path) == profile
+
+
+def test_monotone_enough_accepts_real_profiles_and_refuses_reversed_ones():
+    """A CPU profile whose 4-token step is timed under its 3-token one (a kernel change, 0.72x) and a flat
+    memory-bound profile whose last time is 1% under its first are usable; the same times reversed are not."""
+    cpu = LatencyProfile("cpu", 256, (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                         (0.0569, 0.0959, 0.1177, 0.0845, 0.098, 0.1021, 0.1147, 0.1224, 0.1473, 0.172, 0.225, 0.2789))
+    flat = LatencyProfile("gpu", 256, (1, 8, 64), (0.0200, 0.0203, 0.0198))
+    for profile in (cpu, flat, CPU_LIKE, GPU_LIKE):
+        profile.check()
+        assert LatencyProfile.from_json(profile.to_json()) == profile
+    with pytest.raises(ProfileError):
+        LatencyProfile("cpu", 256, cpu.qs, cpu.seconds[::-1]).check()
+    with pytest.raises(ProfileError):
+        LatencyProfile("cpu", 0, cpu.qs, cpu.seconds).check()
+
+
+def test_auto_decodes_exactly_past_a_damaged_cache(tmp_path, monkeypatch):
+    """Negative timings in the cache used to reach the adaptive drafter (a math domain error mid-decode): now the
+    file is ignored with a warning, auto measures again and decodes exactly."""
+    monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    model = tiny_model("qwen2")
+    path = profile_path(model)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(GOOD | {"key": lade.cost.device_key(model), "seconds": [-0.001, -0.0012, -0.002]}))
+    ids = random_prompt(5)
+    kw = dict(do_sample=False, max_new_tokens=16, eos_token_id=None)
+    with pytest.warns(UserWarning, match="finite and positive"):
+        out = lade.generate(model, ids, "auto", **kw)
+    assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **kw))
+    read_profile(path).check()
