@@ -10,6 +10,8 @@ before, so benchmarks compare lookahead and plain decoding on the same packed mo
 
 The packed copy of each weight (the size of the weight) is kept beside it and repacked whenever the weight changes
 (replaced, modified in place, moved); a call with gradients, on another device or dtype, takes nn.Linear's path.
+It is derived state: copying, pickling or saving a packed model leaves it out (oneDNN's opaque tensors have no
+storage to copy), and the copy packs its own weights at its first forward.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ class PackedLinear(nn.Linear):
 
     _packed: torch.Tensor | None = None
     _packed_for: tuple | None = None
+    _DERIVED = ("_packed", "_packed_for")  # rebuilt from the weight when needed
+
+    def __getstate__(self) -> dict:
+        """What copy.deepcopy, pickle and torch.save keep: the layer without its packed copy."""
+        state = super().__getstate__()
+        for name in self._DERIVED:
+            state.pop(name, None)
+        return state
 
     def _weight_key(self) -> tuple:
         weight = self.weight
@@ -74,8 +84,8 @@ def unpack_cpu_linears(model: nn.Module) -> nn.Module:
     """Back to plain nn.Linear layers (drops the packed copies) -> the model."""
     for module in model.modules():
         if type(module) is PackedLinear:
-            module.__dict__.pop("_packed", None)
-            module.__dict__.pop("_packed_for", None)
+            for name in PackedLinear._DERIVED:
+                module.__dict__.pop(name, None)
             module.__class__ = nn.Linear
     return model
 

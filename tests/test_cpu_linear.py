@@ -2,6 +2,10 @@
 independent of how many rows a step feeds, lookahead greedy still equal to plain greedy of the packed model, and the
 packed copy never stale."""
 
+import copy
+import io
+import pickle
+
 import pytest
 import torch
 from torch import nn
@@ -75,3 +79,31 @@ def test_refuses_what_it_cannot_pack():
     model = nn.Sequential(Quantized(4, 4), nn.Linear(4, 4))
     lade.pack_cpu_linears(model)
     assert type(model[0]) is Quantized and type(model[1]) is PackedLinear
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle", "torch.save"])
+def test_a_packed_model_copies_pickles_and_saves_after_a_forward(how):
+    """The packed copy of a weight is an opaque oneDNN tensor with no storage: it is derived state, left out of a
+    copy, so a packed model that has run copies like any model; the copy is still packed, packs its own weights at its
+    first forward and computes what the original computes (same weights, same kernel)."""
+    model = lade.pack_cpu_linears(tiny_model("llama"))
+    ids = random_prompt(7)
+    with torch.inference_mode():
+        before = model(ids).logits
+    assert any(m._packed is not None for m in model.modules() if type(m) is PackedLinear)
+    if how == "deepcopy":
+        twin = copy.deepcopy(model)
+    elif how == "pickle":
+        twin = pickle.loads(pickle.dumps(model))
+    else:
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        twin = torch.load(buffer, weights_only=False)
+    assert packed_linear_count(twin) == packed_linear_count(model)
+    assert all(m._packed is None for m in twin.modules() if type(m) is PackedLinear)
+    with torch.inference_mode():
+        assert torch.equal(twin(ids).logits, before)
+        assert torch.equal(model(ids).logits, before)  # the original keeps its packed copy
+    assert torch.equal(lade.generate(twin, ids, lade.LookaheadConfig(4, 3, 4), **GREEDY),
+                       model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY))
