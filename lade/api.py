@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, StoppingCriteriaList, StopStringCriteria
 
-from .checks import check_mask_shape, check_no_inputs_embeds, check_token_ids, left_padding
+from .checks import check_cache_implementation, check_mask_shape, check_no_inputs_embeds, check_token_ids, left_padding
 from .config import LookaheadConfig
 from .decoding import lookahead_generate
 
@@ -49,13 +49,14 @@ def generate_with(
         check_mask_shape(attention_mask, input_ids)  # the source's mask: any padding side
     else:
         left_padding(attention_mask, input_ids)
+    defaults = generation_config or model.generation_config
+    check_cache_implementation(generation_kwargs.get("cache_implementation", defaults.cache_implementation))
+    input_ids, attention_mask = _heal_tokens(model, input_ids, attention_mask, defaults, generation_kwargs)
     _move_stop_strings_to_criteria(generation_kwargs)
     generation_kwargs["lookahead_streamer"] = generation_kwargs.pop("streamer", None)
     if model.config.is_encoder_decoder:  # the source's n-grams seed the pool (generate hands over only the decoder ids)
         generation_kwargs.setdefault("lookahead_source_ids", input_ids)
-    wants_dict = generation_kwargs.get(
-        "return_dict_in_generate", (generation_config or model.generation_config).return_dict_in_generate
-    )
+    wants_dict = generation_kwargs.get("return_dict_in_generate", defaults.return_dict_in_generate)
     if return_stats:
         generation_kwargs["return_dict_in_generate"] = True
     out = model.generate(
@@ -65,6 +66,23 @@ def generate_with(
     if not return_stats:
         return out
     return (out if wants_dict else out.sequences), out.lookahead_stats
+
+
+def _heal_tokens(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, defaults: GenerationConfig,
+                 kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """token_healing: transformers (5.24) heals inside generate with `tokenizer=`, which it does not hand on when
+    custom_generate is a callable; heal here exactly as plain generate would (`model.heal_tokens`) and decode the healed
+    prompt [1, P'] with its all-ones mask."""
+    if not kwargs.get("token_healing", defaults.token_healing):
+        return input_ids, attention_mask
+    if kwargs.get("tokenizer") is None:
+        raise ValueError("token_healing needs the model's tokenizer: pass tokenizer=... as well")
+    if model.config.is_encoder_decoder or input_ids.shape[0] != 1 or not bool(attention_mask.all()):
+        raise ValueError("token_healing re-tokenizes the prompt, padding a batch on the tokenizer's side without a "
+                         "mask to match: pass one unpadded prompt of a decoder-only model at a time")
+    kwargs["token_healing"] = False  # healed once, here
+    healed = model.heal_tokens(input_ids, kwargs["tokenizer"])  # [1, P']
+    return healed, torch.ones_like(healed)
 
 
 def _move_stop_strings_to_criteria(kwargs: dict) -> None:

@@ -18,6 +18,17 @@ from .quantization import check_quantized_model
 from .verify import check_processors
 
 
+TOKEN_DTYPES = (torch.long, torch.int32)  # what an embedding takes as indices
+RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "hybrid", "hybrid_sliding"}  # config.layer_types
+RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"}  # recurrent without layer_types
+OFFLOADED = ("an offloaded cache keeps its layers on the CPU between forwards and copies them back asynchronously, "
+             "while lade moves each step's accepted KV entries within the cache")
+CACHE_IMPLEMENTATIONS_REFUSED = {  # cache_implementation -> why lade cannot decode with it
+    "offloaded": OFFLOADED,
+    "offloaded_static": OFFLOADED,
+    "paged": "transformers runs continuous batching for it and never calls lade's decoding",
+}
+
 OTHER_MODES = {  # what to change to get greedy or sampled decoding
     GenerationMode.ASSISTED_GENERATION: "lade replaces prompt lookup / assisted decoding; drop "
                                         "prompt_lookup_num_tokens / assistant_model",
@@ -36,6 +47,12 @@ def check_model(model) -> None:
     if any(p.device.type == "meta" for p in model.parameters()):
         raise ValueError(f"the {model_type} model's weights are on the meta device (not loaded): load real weights "
                          "(from_pretrained without an empty-weights context) before decoding")
+    if is_recurrent(model):
+        raise ValueError(
+            f"model type '{model_type}' keeps a recurrent state (Mamba, RWKV or linear-attention layers): a lookahead "
+            "step feeds draft tokens into that state, which cannot drop them again when they are rejected, so lade "
+            "cannot decode it exactly; decode it with plain generate"
+        )
     if model.config.is_encoder_decoder:
         adapter_for(model)  # raises a clear error for encoder-decoder types without a position adapter
     elif "position_ids" not in inspect.signature(model.forward).parameters or getattr(model.config, "alibi", False):
@@ -46,20 +63,35 @@ def check_model(model) -> None:
     check_quantized_model(model)
 
 
+def is_recurrent(model) -> bool:
+    """Whether any layer of the model carries a recurrent state instead of (or beside) a per-token KV cache."""
+    config = model.config.get_text_config(decoder=True)
+    layer_types = set(getattr(config, "layer_types", None) or ())
+    return config.model_type in RECURRENT_MODEL_TYPES or bool(layer_types & RECURRENT_LAYER_TYPES)
+
+
+def check_cache_implementation(name: str | None) -> None:
+    """Refuse the cache implementations lade cannot decode with (before transformers builds the cache)."""
+    if name in CACHE_IMPLEMENTATIONS_REFUSED:
+        raise ValueError(f"cache_implementation={name!r} is not supported: {CACHE_IMPLEMENTATIONS_REFUSED[name]}; drop "
+                         "cache_implementation (lade decodes with a DynamicCache)")
+
+
 def check_no_inputs_embeds(kwargs: dict) -> None:
     if kwargs.get("inputs_embeds") is not None:
         raise ValueError("lade decodes from token ids: pass input_ids instead of inputs_embeds")
 
 
 def check_token_ids(model, ids: torch.Tensor, name: str = "input_ids") -> None:
-    """A [B, P] integer tensor with P >= 1 and every id inside the model's vocabulary."""
+    """A [B, P] tensor of torch.long or torch.int32 ids with P >= 1 and every id inside the model's vocabulary."""
     if not isinstance(ids, torch.Tensor):
         raise ValueError(f"{name} must be a torch.LongTensor of shape [batch, length], got {type(ids).__name__}")
     if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
         raise ValueError(f"{name} must have shape [batch, length] with length >= 1, got {tuple(ids.shape)}: "
                          "add a batch dimension with ids.unsqueeze(0), or pass a non-empty prompt")
-    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
-        raise ValueError(f"{name} must hold integer token ids (torch.long), got dtype {ids.dtype}")
+    if ids.dtype not in TOKEN_DTYPES:
+        raise ValueError(f"{name} must hold integer token ids as torch.long (or torch.int32, what an embedding takes), "
+                         f"got dtype {ids.dtype}: convert them with {name}.long()")
     vocab = model.get_input_embeddings().num_embeddings
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab:
@@ -81,6 +113,10 @@ def left_padding(attention_mask: torch.Tensor, input_ids: torch.Tensor) -> list[
     mask = attention_mask.long()
     if not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
+    empty = (mask.sum(-1) == 0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"attention_mask row(s) {empty} are all zeros: those prompts hold no token to continue from; "
+                         "drop them from the batch or give each at least one token (e.g. BOS)")
     if not bool((mask[:, 1:] >= mask[:, :-1]).all()) or not bool(mask[:, -1].all()):
         raise ValueError(
             "lade needs left-padded batches (padding only before each prompt): set tokenizer.padding_side='left'"
@@ -94,6 +130,7 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     """Every refusal of lookahead generation (cache: the one decoding will use); returns each row's left padding."""
     check_model(model)
     check_no_inputs_embeds(model_kwargs)
+    check_cache_implementation(gen.cache_implementation)
     check_token_ids(model, input_ids, "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids")
     mode = gen.get_generation_mode(assistant_model or getattr(gen, "assistant_model", None))
     if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE):
@@ -107,6 +144,8 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
         raise ValueError("synced_gpus (DeepSpeed ZeRO-3 / FSDP) is not supported by lade")
     check_processors(processors)
     pads = _check_padding(model, input_ids, gen, model_kwargs)
+    if getattr(self_attention_cache(cache), "offloading", False):
+        check_cache_implementation("offloaded")
     check_compactable(cache, model.config.model_type)
     past = self_attention_cache(cache).get_seq_length()
     if past:

@@ -81,7 +81,7 @@ def lookahead_generate(
     latency = latency_profile(model) if config.adaptive and config.enabled else None
     vocab = model.get_output_embeddings().out_features if model.get_output_embeddings() is not None else \
         model.config.get_text_config(decoder=True).vocab_size
-    rows = [Row(b, pads[b], input_ids[b : b + 1], input_ids.shape[1],
+    rows = [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
                 make_drafter(config, input_ids[b, pads[b] :], source, vocab, latency, HOST_S),
                 _row_processors(processors, b), strategy.stats_type(), [] if keep_scores else None,
                 [] if keep_logits else None)
@@ -112,7 +112,7 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: L
     sequences = one.ids if one is not None else pad_rows(rows, gen.pad_token_id if pad_id is None else pad_id)
     if not gen.return_dict_in_generate:
         return sequences
-    cache = run.cache if one is not None and strategy.returns_cache else None
+    cache = run.cache if one is not None and strategy.returns_cache and gen.use_cache else None  # use_cache=False: none
     if cache is not None:
         crop(cache, one.ids.shape[1] - 1)  # plain decoding caches every token but the last
     output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput

@@ -1,6 +1,7 @@
 """The edges where a decoder can be silently wrong: caches passed in and handed back, position tables that end,
 "auto" on every kind of model and machine. Each case: output equal to plain `generate`, or a clear error."""
 
+import itertools
 import os
 import stat
 
@@ -10,6 +11,7 @@ from transformers.cache_utils import DynamicCache
 
 import lade
 from lade.cost import device_key, latency_profile
+from tiny_hub import tiny_tokenizer
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -119,3 +121,99 @@ def test_latency_cache_keys_differ_by_model_shape():
     small, large = tiny_model("llama"), tiny_model("llama", hidden_size=64, num_hidden_layers=3)
     assert device_key(small) != device_key(large)
     assert device_key(small) == device_key(tiny_model("llama", seed=1))  # weights do not change the cost
+
+
+def test_token_healing_heals_the_prompt_as_plain_generate_does():
+    """token_healing=True with tokenizer= (which transformers does not hand a callable custom_generate): lade heals
+    the prompt with the model's own heal_tokens, so the output equals plain generate's, healed prompt included. The
+    LM head is nudged so that healing does change the prompt (its last token 'hel' -> 'hello')."""
+    tok = tiny_tokenizer()
+    model = tiny_model("llama", vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                       eos_token_id=tok.eos_token_id)
+    ids = tok(["x+hel"], return_tensors="pt").input_ids  # [1, 3]: 'x', '+', 'hel'
+    hel, hello = tok.convert_tokens_to_ids(["hel", "hello"])
+    with torch.no_grad():
+        hidden = model.model(ids[:, :-1]).last_hidden_state[0, -1]  # what predicts the healed last token
+        model.lm_head.weight[hello] = model.lm_head.weight[hel] + 3 * hidden / hidden.square().sum()
+    kw = dict(token_healing=True, tokenizer=tok, pad_token_id=tok.pad_token_id)
+    want = plain(model, ids, **kw)
+    assert ids[0, -1] == hel and want[0, 2] == hello  # healing changed the prompt
+    assert torch.equal(lade.generate(model, ids, CONFIGS[0], **GREEDY, **kw), want)
+
+
+def test_int32_ids_come_back_as_plain_returns_them():
+    """An embedding takes int32 ids; plain generate appends int64 tokens to them, so it returns int64 sequences."""
+    model = tiny_model("llama")
+    ids = random_prompt(4).to(torch.int32)
+    want = plain(model, ids)
+    assert want.dtype == torch.long
+    out = lade.generate(model, ids, CONFIGS[0], **GREEDY)
+    assert out.dtype == torch.long and torch.equal(out, want)
+    batch, mask = lade.left_pad([random_prompt(1)[0], random_prompt(2, length=9)[0]], 0)
+    out = lade.generate(model, batch.to(torch.int32), CONFIGS[0], attention_mask=mask, pad_token_id=0, **GREEDY)
+    assert out.dtype == torch.long
+    assert torch.equal(out, model.generate(batch, attention_mask=mask, pad_token_id=0, **GREEDY))
+
+
+def test_use_cache_false_returns_no_cache_as_plain_does():
+    """use_cache=False: plain generate keeps no cache, so its output holds none; lade (which needs one to decode)
+    hands none back either, with the same sequences."""
+    model = tiny_model("llama")
+    ids = random_prompt(5)
+    kw = dict(use_cache=False, return_dict_in_generate=True)
+    want = plain(model, ids, **kw)
+    out = lade.generate(model, ids, CONFIGS[0], **GREEDY, **kw)
+    assert want.cache is None and out.cache is None and torch.equal(out.sequences, want.sequences)
+    assert lade.generate(model, ids, CONFIGS[0], **GREEDY, return_dict_in_generate=True).cache is not None
+
+
+LENGTH_PROCESSORS = dict(renormalize_logits=True, exponential_decay_length_penalty=(6, 1.4), eos_token_id=2,
+                         pad_token_id=0)
+
+
+def prepared_processors(model, ids, **kw):
+    """The logits processors transformers builds for this generate call (what it hands a custom_generate)."""
+    got = {}
+
+    def capture(model, input_ids, logits_processor, **_):
+        got["processors"] = logits_processor
+        return input_ids
+
+    model.generate(ids, attention_mask=torch.ones_like(ids), custom_generate=capture, **kw)
+    return got["processors"]
+
+
+def test_length_processors_apply_per_node_with_the_nodes_prefix():
+    """renormalize_logits (log-softmax) and exponential_decay_length_penalty (an eos boost growing with the prefix
+    length) depend only on the node's prefix: greedy output and processed scores equal plain greedy's, and the
+    penalty does end the sequences early (eos 2), so it was applied at the right lengths."""
+    model = tiny_model("llama")
+    multi = 0
+    for config, seed in itertools.product(CONFIGS[:2], range(3)):
+        ids = random_prompt(seed)
+        kw = dict(GREEDY, max_new_tokens=40, output_scores=True, return_dict_in_generate=True, **LENGTH_PROCESSORS)
+        want = plain(model, ids, **kw)
+        out = lade.generate(model, ids, config, **kw)
+        assert torch.equal(out.sequences, want.sequences) and want.sequences.shape[1] < ids.shape[1] + 40
+        for got, ref in zip(out.scores, want.scores, strict=True):
+            torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+        multi += max(out.lookahead_stats.accepted_per_step) > 1
+    assert multi  # some step accepted several tokens, each scored at its own node
+
+
+def test_length_processors_in_sampling_are_plain_samplings():
+    """Sampling with the same processors: top_k=1 leaves one token per node, so lade's sampled output equals plain's;
+    at top_k=0 every token's processed scores equal the processors transformers built, applied to that token's own
+    prefix and the model's logits there (the distribution plain sampling draws from)."""
+    model = tiny_model("llama")
+    ids = random_prompt(6)
+    kw = dict(GREEDY, do_sample=True, max_new_tokens=30, **LENGTH_PROCESSORS)
+    assert torch.equal(lade.generate(model, ids, CONFIGS[0], **{**kw, "top_k": 1}), plain(model, ids, **kw, top_k=1))
+    torch.manual_seed(0)
+    out = lade.generate(model, ids, CONFIGS[0], **kw, top_k=0, output_scores=True, return_dict_in_generate=True)
+    processors = prepared_processors(model, ids, **kw, top_k=0)
+    with torch.no_grad():
+        for t, scores in enumerate(out.scores):
+            prefix = out.sequences[:, : ids.shape[1] + t]
+            want = processors(prefix, model(prefix).logits[:, -1].float())
+            torch.testing.assert_close(scores, want, atol=1e-5, rtol=1e-5)

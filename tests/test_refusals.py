@@ -19,7 +19,7 @@ from transformers.models.llama.modeling_llama import LlamaForCausalLM
 
 import lade
 from lade import quantization
-from tiny_models import RecordingStreamer, random_prompt, tiny_model
+from tiny_models import RecordingStreamer, char_tokenizer, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -49,6 +49,18 @@ class Case:
     error: type[Exception]
     words: str  # regular expression the message must match
     model: Callable = lambda: tiny_model("llama")
+
+
+def mamba():
+    return transformers.MambaForCausalLM(transformers.MambaConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2,
+                                                                  state_size=4)).eval()
+
+
+def jamba():
+    return transformers.JambaForCausalLM(transformers.JambaConfig(
+        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, num_experts=2,
+        mamba_d_state=4)).eval()
 
 
 def batch():
@@ -141,20 +153,23 @@ RULES = {
               "path)",
     "step": "a configuration whose step would feed more than 4096 tokens (1 + (W + G)(N - 1))",
     "value": "a lookahead_config that is not a LookaheadConfig, a dict of its fields, \"auto\" or \"auto:TASK\"",
-    "ids": "input_ids that are not a non-empty 2-D integer tensor of ids inside the model's vocabulary",
+    "ids": "input_ids that are not a non-empty 2-D tensor of torch.long or torch.int32 ids inside the model's "
+           "vocabulary",
     "embeds": "inputs_embeds instead of input_ids",
-    "mask": "an attention_mask of another shape than input_ids, with values other than 0 and 1, or with padding "
-            "anywhere but on the left",
+    "mask": "an attention_mask of another shape than input_ids, with values other than 0 and 1, with padding "
+            "anywhere but on the left, or with a row of zeros (a prompt without tokens)",
     "mode": "decoding modes other than greedy and sampling: beam search, contrastive search, DoLa, prompt lookup, "
             "assisted decoding",
     "outputs": "num_return_sequences > 1, output_attentions, output_hidden_states, synced_gpus",
     "processor": "a logits processor lade cannot apply per tree node (it keeps state or runs the model, e.g. "
                  "classifier-free guidance) unless marked lade_prefix_pure",
     "positions": "models that place tokens with ALiBi or take no position_ids (BLOOM, MPT, Falcon with alibi=True)",
+    "recurrent": "recurrent models (Mamba, RWKV, linear-attention or hybrid layers): their state cannot drop a step's "
+                 "rejected drafts",
     "encdec": "encoder-decoder families without a position adapter; encoder-decoder models with several inputs, a "
               "padded decoder prompt or the split / flex attention path",
-    "cache": "sliding-window, static or quantized KV caches; a cache passed in with several or padded prompts, with "
-             "an encoder-decoder model, or holding the whole prompt",
+    "cache": "sliding-window, static, quantized, offloaded or paged KV caches; a cache passed in with several or "
+             "padded prompts, with an encoder-decoder model, or holding the whole prompt",
     "quant": "quantization methods other than bitsandbytes, AWQ and GGUF, and a missing quantization backend (names "
              "the extra to install)",
     "meta": "a model whose weights are on the meta device",
@@ -162,7 +177,8 @@ RULES = {
                  "'flex' on a model outside transformers' AttentionInterface",
     "batch": "with several prompts: a streamer, output_scores / output_logits, prefix_allowed_tokens_fn, stop strings "
              "or custom stopping criteria without an eos_token_id",
-    "stream": "stop_strings without tokenizer=, two streamers (streamer= and lookahead_streamer=)",
+    "stream": "stop_strings or token_healing without tokenizer=, token_healing with several or padded prompts, two "
+              "streamers (streamer= and lookahead_streamer=)",
 }
 
 CASES = [
@@ -184,6 +200,9 @@ CASES = [
     Case("ids", "floats", decode(ids=torch.tensor([[3.0, 4.0]])), ValueError, "integer token ids"),
     Case("ids", "out of vocabulary", decode(ids=torch.tensor([[3, 4, 500]])), ValueError, "outside the model's vocab"),
     Case("ids", "negative", decode(ids=torch.tensor([[3, -4, 5]])), ValueError, "outside the model's vocab"),
+    Case("ids", "uint8", decode(ids=torch.tensor([[3, 4, 5]], dtype=torch.uint8)), ValueError,
+         r"torch.long .*torch.uint8.*\.long\(\)"),
+    Case("ids", "int16", decode(ids=torch.tensor([[3, 4, 5]], dtype=torch.int16)), ValueError, "torch.int16"),
     Case("embeds", "lade.generate", lambda model, streamer: lade.generate(
         model, inputs_embeds=torch.zeros(1, 4, 32), streamer=streamer, **GREEDY), ValueError, "pass input_ids"),
     Case("embeds", "model.generate", through_generate(input_ids=None, inputs_embeds=torch.zeros(1, 4, 32)),
@@ -192,6 +211,11 @@ CASES = [
     Case("mask", "length through model.generate", through_generate(attention_mask=torch.ones(1, 5, dtype=torch.long)),
          ValueError, "length 5"),
     Case("mask", "values", decode(*with_mask(2)[:1], attention_mask=with_mask(2)[1]), ValueError, "only 0"),
+    Case("mask", "a prompt without tokens", decode(ids=B_IDS, attention_mask=B_MASK * torch.tensor([[0], [1]]),
+                                                   pad_token_id=0, stream=False),
+         ValueError, r"row\(s\) \[0\] are all zeros"),
+    Case("mask", "one prompt, all masked", decode(*with_mask(0)[:1], attention_mask=with_mask(0)[1]), ValueError,
+         "all zeros"),
     Case("mask", "right padding", decode(ids=B_IDS.flip(1), attention_mask=B_MASK.flip(1), pad_token_id=0),
          ValueError, "left-padded"),
     Case("mode", "beam search", decode(num_beams=2), ValueError, "num_beams=1"),
@@ -218,6 +242,8 @@ CASES = [
     Case("positions", "falcon alibi", decode(), ValueError, "'falcon'.*ALiBi", lambda: transformers.FalconForCausalLM(
         transformers.FalconConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                   alibi=True)).eval()),
+    Case("recurrent", "mamba", decode(), ValueError, "'mamba' keeps a recurrent state", mamba),
+    Case("recurrent", "hybrid (jamba)", decode(), ValueError, "'jamba' keeps a recurrent state", jamba),
     Case("encdec", "no adapter", decode(), ValueError, "'blenderbot-small' has no lade position adapter", blenderbot),
     Case("encdec", "two inputs", decode(ids=B_IDS, attention_mask=B_MASK), ValueError, "one input at a time",
          lambda: tiny_seq2seq("bart")),
@@ -229,6 +255,9 @@ CASES = [
     Case("cache", "sliding window", decode(), ValueError, "mistral.*sliding", lambda: tiny_model(
         "mistral", sliding_window=16)),
     Case("cache", "static", decode(cache_implementation="static"), ValueError, "DynamicCache"),
+    Case("cache", "offloaded", decode(cache_implementation="offloaded"), ValueError,
+         "cache_implementation='offloaded' is not supported: an offloaded cache"),
+    Case("cache", "paged", decode(cache_implementation="paged"), ValueError, "continuous batching"),
     Case("cache", "prefix cache with padding", padded_prefix_cache, ValueError, "one unpadded prompt"),
     Case("cache", "prefix cache holding the prompt", prefix_cache(24), ValueError, "holds 24 tokens"),
     Case("quant", "untested method", decode(), ValueError, "'hqq' is not supported", lambda: quantized("hqq")),
@@ -250,6 +279,11 @@ CASES = [
                                                          stopping_criteria=StoppingCriteriaList([StopAfter()]),
                                                          stream=False), ValueError, "needs an eos_token_id"),
     Case("stream", "stop strings without tokenizer", decode(stop_strings=["x"]), ValueError, "tokenizer"),
+    Case("stream", "token healing without tokenizer", decode(token_healing=True), ValueError,
+         "token_healing needs the model's tokenizer"),
+    Case("stream", "token healing of a batch", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0, stream=False,
+                                                      token_healing=True, tokenizer=char_tokenizer()),
+         ValueError, "one unpadded prompt"),
 ]
 NO_STREAMER = {"batch: streamer"}  # the streamer is the subject: counted, but passed on purpose
 
