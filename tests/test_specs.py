@@ -85,6 +85,8 @@ def _write_spec(tmp_path, **content) -> Path:
 
 @pytest.mark.parametrize("content, message", [
     ({"notebooks": ["09_nope"]}, "unknown notebook '09_nope'"),
+    ({"notebooks": "01_mt_bench_speedup"}, "notebooks is a list of notebook names"),
+    ({"per_notebook": ["01_mt_bench_speedup"]}, "per_notebook maps notebook names"),
     ({"temperatures": [1.0]}, r"parameters \['temperatures'\] are declared by none of its notebooks"),
     ({"datasets": ["humaneval", "mmlu"], "notebooks": ["02_humaneval_speedup"]}, "unknown dataset 'mmlu'"),
     ({"categories": ["poetry"], "notebooks": ["07_spec_bench"]}, "spec_bench:poetry"),
@@ -100,6 +102,22 @@ def _write_spec(tmp_path, **content) -> Path:
 def test_bad_specs_are_refused_with_what_to_change(tmp_path, content, message):
     with pytest.raises(SpecError, match=message):
         load_spec(_write_spec(tmp_path, **content))
+
+
+@pytest.mark.parametrize("name", ["../notebooks/01_mt_bench_speedup", "./01_mt_bench_speedup",
+                                  str(REPO / "notebooks" / "01_mt_bench_speedup"), "../../etc/passwd", "", 1])
+def test_notebook_names_are_plain_names_of_existing_notebooks(tmp_path, name):
+    """A notebook name becomes notebooks/NAME.ipynb and build/notebooks/NAME.params.yaml: a path, even one that
+    resolves to a real notebook, would read and write outside those folders, so only the file stem of a notebook in
+    notebooks/ is taken, wherever a spec names notebooks."""
+    with pytest.raises(SpecError, match="unknown notebook"):
+        notebook_parameters(name)
+    with pytest.raises(SpecError, match="unknown notebook"):
+        load_spec(_write_spec(tmp_path, notebooks=[name]))
+    with pytest.raises(SpecError, match="not in its notebooks"):
+        load_spec(_write_spec(tmp_path, per_notebook={name: {"n_prompts": 1}}))
+    with pytest.raises(SpecError, match="names notebook"):
+        load_spec(_write_spec(tmp_path, models=[{"name": "m", "path": "embedded", "notebooks": [name]}]))
 
 
 def test_model_override_picks_the_matching_entry(tmp_path):

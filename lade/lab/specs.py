@@ -205,12 +205,19 @@ def known_notebooks() -> list[str]:
     return sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
 
 
+def check_notebook(name: Any, where: str = "notebook") -> str:
+    """A notebook name as specs write it: the file stem of one of the notebooks in notebooks/ (names become paths
+    under notebooks/ and build/, so nothing else, e.g. a path, is taken), returned unchanged."""
+    if not isinstance(name, str) or name not in known_notebooks():
+        raise SpecError(f"{where}: unknown notebook {name!r}; known: {known_notebooks()} (file names in notebooks/ "
+                        "without .ipynb)")
+    return name
+
+
 @lru_cache(maxsize=None)
 def notebook_parameters(notebook: str) -> dict[str, Any]:
     """The literal defaults of a notebook's tagged `parameters` cell: {name: value}."""
-    path = NOTEBOOK_DIR / f"{notebook}.ipynb"
-    if not path.exists():
-        raise SpecError(f"unknown notebook {notebook!r}; known: {known_notebooks()}")
+    path = NOTEBOOK_DIR / f"{check_notebook(notebook)}.ipynb"
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     tree = ast.parse("".join(cells[0]["source"]))
     return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
@@ -270,10 +277,12 @@ def load_spec(path: str | Path) -> Spec:
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
         raise SpecError(f"{path.name}: a spec is a mapping of parameter names to values")
-    notebooks = tuple(raw.get("notebooks") or known_notebooks())
-    for nb in notebooks:
-        notebook_parameters(nb)  # raises for an unknown notebook
+    if not isinstance(raw.get("notebooks") or [], list):
+        raise SpecError(f"{path.name}: notebooks is a list of notebook names, got {raw['notebooks']!r}")
+    notebooks = tuple(check_notebook(nb, f"{path.name}: notebooks") for nb in raw.get("notebooks") or known_notebooks())
     per_notebook = raw.get("per_notebook") or {}
+    if not isinstance(per_notebook, dict):
+        raise SpecError(f"{path.name}: per_notebook maps notebook names to parameters, got {per_notebook!r}")
     params = {k: v for k, v in raw.items() if k not in RESERVED}
     declared = {p for nb in notebooks for p in notebook_parameters(nb)}
     unknown = sorted(set(params) - declared)
