@@ -84,7 +84,7 @@ class LatencyProfile:
         """The profile a cache file holds; ProfileError (saying why) unless it is usable (`check`)."""
         try:
             raw = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise ProfileError(f"not valid JSON: {error}") from None
         fields = list(cls.__dataclass_fields__)
         if not isinstance(raw, dict) or set(raw) != set(fields):
@@ -220,7 +220,8 @@ def latency_profile(model, cache: Path | None = None, refresh: bool = False, **m
             if profile is not None and profile.key == key:
                 return profile
             if profile is not None:
-                problems.append(f"ignored {path}: it holds the profile of {profile.key!r}")
+                problems.append(f"ignored {path} (it holds the profile of {profile.key!r}) and measured the profile "
+                                "again")
         except (OSError, ProfileError) as error:
             problems.append(f"ignored {path} ({error}) and measured the profile again")
     profile = measure_latency(model, **measure_kwargs)

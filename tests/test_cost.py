@@ -122,6 +122,8 @@ GOOD = {"key": "k", "context": 32, "qs": [1, 4, 16], "seconds": [0.001, 0.0012, 
 DAMAGED = {  # what a cache file may hold instead of a profile -> words the warning must contain
     "corrupt JSON": ("{'key': oops", "not valid JSON"),
     "truncated JSON": (json.dumps(GOOD)[:30], "not valid JSON"),
+    "deeply nested JSON": ("[" * 100_000 + "]" * 100_000, "not valid JSON"),
+    "not UTF-8": (b'{"key": "\xff"}', "not valid JSON"),
     "not an object": ("[1, 2, 3]", "expected the fields"),
     "a missing field": (json.dumps({k: v for k, v in GOOD.items() if k != "seconds"}), "expected the fields"),
     "strings for numbers": (json.dumps(GOOD | {"seconds": ["0.001", "0.0012", "0.002"]}), "list of numbers"),
@@ -172,7 +174,11 @@ def test_a_damaged_latency_cache_is_ignored_with_one_warning_and_measured_again(
     model = tiny_model("llama")
     path = profile_path(model, tmp_path)
     path.parent.mkdir(parents=True)
-    path.write_text(DAMAGED[damage][0].replace('"k"', json.dumps(lade.cost.device_key(model))))
+    content = DAMAGED[damage][0]
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content.replace('"k"', json.dumps(lade.cost.device_key(model))))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         profile = latency_profile(model, tmp_path, **QUICK)
@@ -255,7 +261,7 @@ def test_a_profile_for_another_key_is_measured_again(tmp_path):
     path = profile_path(model, tmp_path)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(GOOD))
-    with pytest.warns(UserWarning, match="holds the profile of 'k'"):
+    with pytest.warns(UserWarning, match="holds the profile of 'k'\\) and measured the profile again"):
         profile = latency_profile(model, tmp_path, **QUICK)
     assert profile.key == lade.cost.device_key(model) and read_profile(path) == profile
 
