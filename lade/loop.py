@@ -55,8 +55,7 @@ def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: t
         logits = run.call.prefill(input_ids, attention_mask, past)  # [B, V]
     emitted = 0
     for b, row in enumerate(rows):
-        first = run.strategy.first(run.choose.walk(TokenTree([]), logits[b : b + 1], row.ids, row.processors,
-                                                   run.keep_scores))
+        first = run.strategy.first(run.choose.walk(TokenTree([]), logits[b : b + 1], row, run.keep_scores))
         emitted += row.emit(first.tokens, first.scores, logits[b : b + 1], run.stopping_criteria, run.streamer)
     run.stats.record_step(emitted)
     active = _leave_finished(rows, run.cache)

@@ -125,7 +125,7 @@ class ParallelStrategy(LocalStrategy):
                keep_scores: bool) -> Acceptance:
         if self.sampling and self.rank != 0:
             return Acceptance([], [], [])
-        return choose.walk(layout.tree, logits, row.ids, row.processors, keep_scores)
+        return choose.walk(layout.tree, logits, row, keep_scores)
 
     def first(self, acc: Acceptance) -> Acceptance:
         if not self.sampling:
