@@ -6,7 +6,7 @@ rank (exchange.py) agrees on the accepted tokens and the next window level. Each
 the accepted tokens it verified itself and feeds the others (verified on another rank) before the root next step,
 so all ranks emit the same sequence: plain greedy's.
 
-Sampling (do_sample=True): rank 0 verifies the whole candidate tree with lade's lossless walk and its generator (it
+Sampling (do_sample=True): rank 0 verifies the whole candidate tree with lade's lossless walk and its noise key (it
 alone draws), the other ranks compute their window columns only and send no acceptance, so rank 0 always wins the
 exchange. Window, pool and tree equal the single-process ones, so the output equals single-process `lade.generate`
 with the same `sampling_seed`, whose sampling is lossless (lade/sampling.py).
