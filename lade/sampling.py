@@ -3,8 +3,8 @@
 Keyed noise. Every (seed, row, position) owns a noise vector E [V] of Exp(1) variates, E(v) = -log u(v), with the
 uniform u(v) in (0, 1) taken from a keyed integer hash of (seed, row, position, v) (`position_noise`): a
 counter-based generator, so the noise of a position is the same whichever step computes it, however many tokens
-that step feeds, on any device. The position is the token's index in the row's prompt-and-output (padding not
-counted); the row is its index in the input batch.
+that step feeds (the uniforms come from exact integer arithmetic: the same on every device). The position is the
+token's index in the row's prompt and output (padding not counted); the row is its index in the input batch.
 
 The rule (an exponential race, i.e. Gumbel-max). At each tree node, with p the node's processed distribution (the
 logits processors and warpers applied with the node's own prefix) and t the position of the token chosen there,
@@ -77,7 +77,8 @@ def _mix32(x: torch.Tensor) -> torch.Tensor:
 
 
 def position_noise(seed: int, row: int, position: int, vocab: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """[vocab] float64 Exp(1) variates of one (seed, row, position): the same values on every device and call."""
+    """[vocab] float64 Exp(1) variates of one (seed, row, position): the same values on every call (and the same
+    uniforms, exact integers, on every device)."""
     k0, k1, k2 = _key_words(seed, row, position, 3)
     h = torch.arange(vocab, device=device, dtype=torch.int64)  # [V] the counter: token ids
     h = _mix32(_mix32(_mix32(h ^ k0) ^ k1) ^ k2)  # [V] a keyed permutation of 32-bit values: distinct per token

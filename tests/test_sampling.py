@@ -1,4 +1,5 @@
-"""Lossless sampling: lade's do_sample=True output follows the distribution plain sampling draws from."""
+"""Lossless sampling: lade's do_sample=True output follows the distribution plain sampling draws from, and equals
+token for token a plain one-forward-per-token sampler that uses the same keyed noise, whatever the drafts."""
 
 import dataclasses
 
