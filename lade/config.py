@@ -43,8 +43,8 @@ class LookaheadConfig:
         flex_attention models on CUDA, mask for eager/sdpa models.
     seed: seeds the choice of prompt tokens that fill the first window level (output never depends on it
         under greedy decoding; only the speed does).
-    sampling_seed: seeds the draws of do_sample=True (verification and a sampled window) through a private
-        `torch.Generator`, so the same seed gives the same output; None uses torch's default generator, so
+    sampling_seed: keys the per-position noise of do_sample=True (lade/sampling.py), so the same seed gives the same
+        output whatever the drafts, step sizes or timings; None draws a key from torch's default generator, so
         `torch.manual_seed(...)` before the call makes it reproducible, as with plain `generate`.
     sample_window: under do_sample=True, draw the window's next Jacobi level from the processed distributions
         instead of taking the argmax (speed only: output follows the same distribution either way). Default

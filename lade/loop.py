@@ -5,9 +5,9 @@ lookahead parallelism (the strategy); any drafter.
 
 One steady step, per row: the drafter proposes a draft; the row feeds [last token | Jacobi window | candidate
 tree] with a tree attention mask at logical positions, in one forward with every other row; the tree is verified
-from the root (greedy: the model's own argmax chain; sampling: the lossless multi-candidate rule); the drafter
-observes what was accepted and the window's next level; the KV of the accepted tokens is moved into contiguous
-cache slots and everything else is cropped away; the accepted tokens are emitted, cut exactly where plain
+from the root (greedy: the model's own argmax chain; sampling: each position's token drawn with its keyed noise);
+the drafter observes what was accepted and the window's next level; the KV of the accepted tokens is moved into
+contiguous cache slots and everything else is cropped away; the accepted tokens are emitted, cut exactly where plain
 decoding stops.
 """
 
@@ -55,8 +55,7 @@ def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: t
         logits = run.call.prefill(input_ids, attention_mask, past)  # [B, V]
     emitted = 0
     for b, row in enumerate(rows):
-        first = run.strategy.first(run.choose.walk(TokenTree([]), logits[b : b + 1], row.ids, row.processors,
-                                                   run.keep_scores))
+        first = run.strategy.first(run.choose.walk(TokenTree([]), logits[b : b + 1], row, run.keep_scores))
         emitted += row.emit(first.tokens, first.scores, logits[b : b + 1], run.stopping_criteria, run.streamer)
     run.stats.record_step(emitted)
     active = _leave_finished(rows, run.cache)

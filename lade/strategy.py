@@ -36,7 +36,7 @@ class LocalStrategy:
     def verify(self, choose: TokenChooser, layout: StepLayout, logits: torch.Tensor, row: Row,
                keep_scores: bool) -> Acceptance:
         """logits: [1 + T, V] the root's and the tree nodes' rows."""
-        return choose.walk(layout.tree, logits, row.ids, row.processors, keep_scores)
+        return choose.walk(layout.tree, logits, row, keep_scores)
 
     def first(self, acc: Acceptance) -> Acceptance:
         """The prefill's acceptance (the first new token)."""

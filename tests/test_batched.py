@@ -207,7 +207,7 @@ def test_batched_sampling_top_k_1_is_greedy_and_seeded_runs_repeat():
 
 def test_batched_sampling_is_lossless_per_row():
     """Per row, the first two sampled tokens follow the exact joint distribution of plain sampling (chi-square,
-    p = 1e-3), while the second token goes through the multi-candidate rule over that row's own drafts."""
+    p = 1e-3), while the second token is often chosen at a node of that row's own drafted tree."""
     model = tiny_model("llama", "sdpa", vocab_size=8)
     with torch.no_grad():
         model.lm_head.weight.mul_(6.0)

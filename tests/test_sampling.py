@@ -1,4 +1,7 @@
-"""Lossless sampling: lade's do_sample=True output follows the distribution plain sampling draws from."""
+"""Lossless sampling: lade's do_sample=True output follows the distribution plain sampling draws from, and equals
+token for token a plain one-forward-per-token sampler that uses the same keyed noise, whatever the drafts."""
+
+import dataclasses
 
 import pytest
 import torch
@@ -9,8 +12,10 @@ import lade
 import lade.decoding
 import lade.encoder_decoder
 import lade.sampling
+from lade.cost import LatencyProfile, latency_profile
+from lade.rows import left_pad
 from lade.model_call import ModelCall
-from lade.sampling import draw_at_node
+from lade.sampling import position_noise, race
 from lade.verify import Acceptance
 from tiny_models import random_prompt, tiny_model
 
@@ -100,14 +105,15 @@ class ReplayCall(ModelCall):
         return logits
 
 
-def biased_walk(tree, logits, prefix, processors, keep_scores, generator) -> Acceptance:
-    """The biased verifier: sample every candidate path independently, keep the longest match."""
+def biased_walk(tree, logits, row, keep_scores, sampler) -> Acceptance:
+    """The biased verifier: sample every candidate path independently (torch's default generator), keep the
+    longest match."""
     best = None
     for leaf in [n for n in range(len(tree)) if not tree.children(n)] or [None]:
-        acc, ids, node = Acceptance([], [], []), prefix, -1
+        acc, ids, node = Acceptance([], [], []), row.ids, -1
         for target in (tree.paths[leaf] if leaf is not None else []) + [None]:
-            probs = processors(ids, logits[node + 1 : node + 2].clone()).softmax(-1)[0]
-            token = draw_at_node(probs, [], generator)
+            probs = row.processors(ids, logits[node + 1 : node + 2].clone()).softmax(-1)[0]
+            token = int(torch.multinomial(probs, 1))
             acc.tokens.append(token)
             acc.rows.append(node + 1)
             if target is None or tree.tokens[target] != token:
@@ -126,7 +132,7 @@ def lade_counts(model, ids, gen_kw, config, samples: int) -> tuple[torch.Tensor,
     processors, stopping, gen = prepared(model, ids, **gen_kw)
     ReplayCall.memo = {}
     counts, multi = torch.zeros(VOCAB**NEW, dtype=torch.long), 0
-    torch.manual_seed(1234)  # sampling_seed=None: the draws continue on torch's default generator
+    torch.manual_seed(1234)  # sampling_seed=None: each run draws its noise key from torch's default generator
     for _ in range(samples):
         out = lade.decoding.lookahead_generate(model, ids, processors, stopping, gen, lookahead_config=config)
         a, b, c = out.sequences[0, -NEW:].tolist()
@@ -185,14 +191,23 @@ def test_biased_verifier_is_rejected(small, replay, monkeypatch):
     assert goodness_of_fit(counts, joint) < 1e-3
 
 
-def test_draw_at_node_when_drafts_hold_all_mass():
-    """Drafts covering the whole support: the last draft is always accepted, never an empty residual."""
-    probs = torch.zeros(8)
-    probs[[2, 5]] = torch.tensor([0.3, 0.7])
-    g = torch.Generator().manual_seed(0)
-    drawn = {draw_at_node(probs, [5, 2], g) for _ in range(200)}
-    assert drawn == {2, 5}
-    assert {draw_at_node(probs, [1, 3], g) for _ in range(200)} == {2, 5}  # zero-probability drafts never win
+def test_race_follows_the_distribution_and_never_picks_zero_probability():
+    """The exponential race over each position's keyed noise draws v with probability p(v) (module docstring of
+    lade/sampling.py), so over 20,000 positions the counts fit p (chi-square, p > 1e-3), tokens with p = 0 never
+    win, and a point mass always wins. The noise is a pure function of (seed, row, position): recomputing it gives
+    the same values, and another row or position other values."""
+    probs = torch.tensor([0.0, 0.05, 0.1, 0.0, 0.25, 0.6])
+    counts = torch.zeros(6)
+    for position in range(20_000):
+        counts[race(probs, position_noise(3, 0, position, 6))] += 1
+    assert counts[[0, 3]].sum() == 0
+    assert chisquare(counts[probs > 0].numpy(), (probs[probs > 0] * 20_000).numpy()).pvalue > 1e-3
+    assert all(race(torch.eye(6)[2], position_noise(9, 1, t, 6)) == 2 for t in range(100))
+    noise = position_noise(3, 0, 7, 50)
+    assert torch.equal(noise, position_noise(3, 0, 7, 50)) and (noise > 0).all()
+    assert len(set(noise.tolist())) == 50  # a keyed permutation: no two tokens share a uniform
+    for other in (position_noise(4, 0, 7, 50), position_noise(3, 1, 7, 50), position_noise(3, 0, 8, 50)):
+        assert not torch.equal(noise, other)
 
 
 GREEDY = dict(max_new_tokens=20, eos_token_id=None)
@@ -240,3 +255,107 @@ def test_sampling_seed_is_validated():
         lade.LookaheadConfig(sampling_seed=-1)
     with pytest.raises(ValueError, match="sample_window"):
         lade.LookaheadConfig(sample_window=1)
+
+
+@torch.no_grad()
+def reference_sample(model, prompt: torch.Tensor, processors, seed: int, new: int, row: int = 0) -> torch.Tensor:
+    """Plain sampling with lade's keyed noise: one full forward per token; the token at position t (its index in
+    prompt and output) is the exponential race of the processed distribution against position_noise(seed, row, t).
+    prompt [1, P] -> [1, P + new]."""
+    ids = prompt
+    for _ in range(new):
+        probs = processors(ids, model(ids).logits[:, -1].float())[0].double().softmax(-1)  # [V]
+        noise = position_noise(seed, row, ids.shape[1], probs.shape[0])  # [V] Exp(1)
+        ids = torch.cat([ids, ids.new_tensor([[int((probs / noise).argmax())]])], dim=1)
+    return ids
+
+
+REFERENCE_CONFIGS = {  # drafts of every kind and size, plain one-token steps, a sampled window
+    "lookahead": lade.LookaheadConfig(4, 3, 4),
+    "wide": lade.LookaheadConfig(6, 4, 6),
+    "sampled window": lade.LookaheadConfig(3, 3, 4, sample_window=True),
+    "pool only": lade.LookaheadConfig(window_size=0, ngram_size=5, guess_set_size=3),
+    "merged": lade.LookaheadConfig(draft="merged", window_size=3, ngram_size=3, guess_set_size=3, step_budget=8),
+    "plain steps": lade.LookaheadConfig(enabled=False),
+}
+LONG = dict(do_sample=True, max_new_tokens=40, eos_token_id=None)
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_sampled_output_equals_reference_noise_sampler(small, setting):
+    """Each position's token is the race of its own processed distribution against its own keyed noise, and the
+    drafts never enter that choice (lade/sampling.py), so lade's output must equal the one-forward-per-token
+    reference sampler's token for token, for every draft kind and size, while steps really accept several tokens."""
+    model, ids = small
+    gen_kw = SETTINGS[setting][0]
+    processors = prepared(model, ids, **gen_kw)[0]
+    for seed in (0, 41):
+        want = reference_sample(model, ids, processors, seed, LONG["max_new_tokens"])
+        for name, config in REFERENCE_CONFIGS.items():
+            cfg = dataclasses.replace(config, sampling_seed=seed)
+            out, stats = lade.generate(model, ids, cfg, return_stats=True, **LONG, **gen_kw)
+            assert torch.equal(out, want), (setting, seed, name)
+            if name == "lookahead":
+                assert max(stats.accepted_per_step) >= 3, "no step accepted several sampled tokens"
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
+def test_sampled_output_equals_reference_on_architectures_and_batches(arch):
+    """The same exactness on other architectures, one prompt and a left-padded batch: row b of a batch draws the
+    noise of (seed, b, position), position counted without padding, so it equals the reference sampler run on
+    that row's prompt alone with row = b."""
+    model = tiny_model(arch, "sdpa")
+    prompts = [random_prompt(500)[0], random_prompt(501, length=13)[0]]
+    gen_kw = dict(temperature=0.3, top_k=0)
+    cfg = lade.LookaheadConfig(4, 3, 4, sampling_seed=17)
+    processors = prepared(model, prompts[0][None], **gen_kw)[0]
+    wants = [reference_sample(model, p[None], processors, 17, 24, row=b) for b, p in enumerate(prompts)]
+    kw = dict(LONG, max_new_tokens=24, pad_token_id=0, **gen_kw)
+    assert torch.equal(lade.generate(model, prompts[0][None], cfg, **kw), wants[0])
+    ids, mask = left_pad(prompts, 0)
+    batch = lade.generate(model, ids, cfg, attention_mask=mask, **kw)
+    for b, (p, want) in enumerate(zip(prompts, wants)):
+        assert torch.equal(batch[b, ids.shape[1] - len(p) :], want[0]), (arch, b)
+
+
+def _inject_profile(model, folder, seconds) -> None:
+    """A latency profile for `model` in the lade cache `folder` (the cache "auto" reads), with the given seconds
+    per q in (1, 2, 4, 8, 16, 32, 64): the file a short measurement wrote, its timings replaced."""
+    measured = latency_profile(model, cache=folder, qs=(1, 2), context=8, repeats=1)
+    (path,) = (folder / "cost").glob("latency-*.json")
+    path.write_text(LatencyProfile(measured.key, 256, (1, 2, 4, 8, 16, 32, 64), tuple(seconds)).to_json())
+
+
+def test_same_seed_same_output_whatever_the_trees(small, tmp_path, monkeypatch):
+    """The noise of a position does not depend on how steps group positions (lade/sampling.py), so one seed gives
+    one output under every config, and under "auto" whichever latency model steers its adaptive trees: a flat
+    profile (extra tokens free: wide trees) and a steep one (every extra token as dear as a step: one-token steps).
+    The step patterns must really differ. Without sampling_seed, torch.manual_seed before the call fixes the key."""
+    model, ids = small
+    kw = dict(LONG, temperature=0.8, top_k=0)
+    outs, patterns = [], set()
+    for config in REFERENCE_CONFIGS.values():
+        out, stats = lade.generate(model, ids, dataclasses.replace(config, sampling_seed=11), return_stats=True, **kw)
+        outs.append(out)
+        patterns.add(tuple(stats.accepted_per_step))
+    assert all(torch.equal(out, outs[0]) for out in outs)
+    assert len(patterns) >= 4
+
+    flat, steep = tmp_path / "flat", tmp_path / "steep"
+    _inject_profile(model, flat, [0.01] * 7)
+    _inject_profile(model, steep, [0.05 * q for q in (1, 2, 4, 8, 16, 32, 64)])
+    runs = {}
+    for name, folder in (("flat", flat), ("steep", steep)):
+        monkeypatch.setenv("LADE_CACHE", str(folder))
+        adaptive = lade.auto_config(model, sampling_seed=11)
+        assert adaptive.adaptive and adaptive.draft == "merged"
+        out, stats = lade.generate(model, ids, adaptive, return_stats=True, **kw)
+        assert torch.equal(out, outs[0]), name
+        torch.manual_seed(5)
+        runs[name] = lade.generate(model, ids, "auto", return_stats=True, **kw)
+    torch.manual_seed(5)
+    plain = lade.generate(model, ids, lade.LookaheadConfig(enabled=False), **kw)
+    assert torch.equal(runs["flat"][0], plain) and torch.equal(runs["steep"][0], plain)
+    assert not torch.equal(plain, outs[0])
+    wide, narrow = runs["flat"][1].accepted_per_step, runs["steep"][1].accepted_per_step
+    assert max(wide) > 1 and wide != narrow

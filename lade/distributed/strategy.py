@@ -6,7 +6,7 @@ rank (exchange.py) agrees on the accepted tokens and the next window level. Each
 the accepted tokens it verified itself and feeds the others (verified on another rank) before the root next step,
 so all ranks emit the same sequence: plain greedy's.
 
-Sampling (do_sample=True): rank 0 verifies the whole candidate tree with lade's lossless walk and its generator (it
+Sampling (do_sample=True): rank 0 verifies the whole candidate tree with lade's lossless walk and its noise key (it
 alone draws), the other ranks compute their window columns only and send no acceptance, so rank 0 always wins the
 exchange. Window, pool and tree equal the single-process ones, so the output equals single-process `lade.generate`
 with the same `sampling_seed`, whose sampling is lossless (lade/sampling.py).
@@ -125,7 +125,7 @@ class ParallelStrategy(LocalStrategy):
                keep_scores: bool) -> Acceptance:
         if self.sampling and self.rank != 0:
             return Acceptance([], [], [])
-        return choose.walk(layout.tree, logits, row.ids, row.processors, keep_scores)
+        return choose.walk(layout.tree, logits, row, keep_scores)
 
     def first(self, acc: Acceptance) -> Acceptance:
         if not self.sampling:
