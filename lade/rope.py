@@ -36,6 +36,7 @@ from transformers import GenerationConfig
 
 from .adapters import position_limit
 
+POSITION_DEPENDENT = ("dynamic", "longrope")  # the RoPE types whose frequencies follow a forward's positions
 # model types whose generate re-encodes the sequence at config.original_max_position_embeddings (see above)
 REENCODING = ("phi3", "phimoe", "phi4_multimodal")
 
