@@ -72,7 +72,8 @@ def test_dynamic_state_left_by_an_earlier_call_is_followed():
     50-token prompt (past the original 48, so no reset) decodes under them until it passes 100. lade reads that state
     live, so its steps match plain decoding from the same state, for fixed configs and "auto"."""
     model = model_with("llama", "dynamic")
-    model.generate(random_prompt(1, 40), attention_mask=torch.ones(1, 40, dtype=torch.long), **{**GREEDY, "max_new_tokens": 61})
+    ids = random_prompt(1, 40)
+    model.generate(ids, attention_mask=torch.ones_like(ids), **{**GREEDY, "max_new_tokens": 61})
     assert scaled_ropes(model)[0].cached == 100
     for config in CONFIGS:
         got, want = both(model, random_prompt(2, 50), config, **LOGITS)
