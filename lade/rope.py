@@ -88,7 +88,7 @@ def scaled_ropes(model) -> list[ScaledRope]:
         types = getattr(module, "rope_type", None)
         pairs = types.items() if isinstance(types, dict) else [(None, types)] if isinstance(types, str) else []
         found += [ScaledRope(module, "dynamic" if "dynamic" in kind else kind, layer_type) for layer_type, kind in pairs
-                  if "dynamic" in kind or kind == "longrope"]
+                  if isinstance(kind, str) and ("dynamic" in kind or kind == "longrope")]
     return found
 
 
