@@ -48,8 +48,19 @@ def test_crossing_the_original_length_equals_plain_greedy(arch, rope_type, confi
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("arch, rope_type", [("llama", "dynamic"), ("phi3", "longrope")])
+def test_a_left_padded_prompt_crossing_equals_plain_greedy(arch, rope_type):
+    """One prompt after 3 padding slots: positions count from its first real token, as in plain decoding; Phi-3's
+    generate re-encodes at 49 slots counting the padding (still under the short factors) and crosses to the long
+    ones later without re-encoding; lade follows both."""
+    prompt, pad = random_prompt(4, 40), torch.zeros(1, 3, dtype=torch.long)
+    ids, mask = torch.cat([pad, prompt], 1), torch.cat([pad, torch.ones_like(prompt)], 1)  # [1, 43]
+    got, want = both(model_with(arch, rope_type), ids, CONFIGS[0], **LOGITS, attention_mask=mask)
+    assert_same(got, want)
+
+
 @pytest.mark.parametrize("cached", [10, 47])
-def test_a_prefix_cache_phi3_re_encodes_is_dropped_as_plain_drops_it(cached):
+def test_a_short_prefix_cache_under_a_long_prompt_is_dropped_as_phi3_generate_drops_it(cached):
     """A 52-token prompt whose first `cached` tokens are in a cache built under the short factors: Phi-3's generate
     drops that cache and encodes the whole prompt under the long ones; so does lade."""
     model, ids = model_with("phi3", "longrope"), random_prompt(5, 52)
