@@ -1,5 +1,6 @@
-"""A differential fuzzer: random cases (model, attention path, lookahead config, prompts, generation arguments,
-batches, caches, encoder-decoder models) decoded by lade and by plain `model.generate`; the outputs must be equal.
+"""A differential fuzzer: random cases (model, attention path, RoPE type, lookahead config, prompts, generation
+arguments, batches, caches, encoder-decoder models) decoded by lade and by plain `model.generate`; the outputs must be
+equal.
 
 Every case is a pure function of its seed: `case(seed)` draws it, `run(case)` decodes it both ways and returns a
 failure description or None. `python tests/fuzz.py SEED` reruns one case and prints it.
