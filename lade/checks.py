@@ -15,6 +15,7 @@ from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTime
 from .adapters import adapter_for
 from .cache import check_compactable, self_attention_cache
 from .quantization import check_quantized_model
+from .rope import check_batch as check_batch_rope
 from .verify import check_processors
 
 
@@ -159,6 +160,7 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
                              "whole sequence the cache was built from plus at least one new token")
     if len(pads) > 1:
         _check_batch(gen, processors, stopping_criteria, streamer)
+        check_batch_rope(model, input_ids, pads, gen)
     return pads
 
 

@@ -17,7 +17,6 @@ from transformers.generation.logits_process import LogitsProcessorList, Repetiti
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 from transformers.generation.utils import GenerationMixin
 
-from .adapters import position_limit
 from .auto import resolve_config
 from .cache import crop, self_attention_cache
 from .checks import check_generation
@@ -27,6 +26,7 @@ from .drafters import make_drafter
 from .encoder_decoder import model_call, new_cache
 from .loop import Run, decode
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
+from .rope import Positions, frequencies_kept
 from .rows import Row, pad_rows
 from .sampling import TokenChooser
 from .strategy import LocalStrategy
@@ -66,19 +66,22 @@ def lookahead_generate(
     streamer = lookahead_streamer or caller.get("streamer") or streamer
     cache = model_kwargs.get("cache") if model_kwargs.get("cache") is not None else new_cache(model)
 
-    # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model)
-    pads, config = strategy.setup(
-        lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
-                                 bool(synced_gpus or caller.get("synced_gpus")), streamer,
-                                 caller.get("assistant_model")),
-        lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts),
-    )
+    # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model, keeping the
+    # RoPE state plain decoding would start from)
+    with frequencies_kept(model):
+        pads, config = strategy.setup(
+            lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
+                                     bool(synced_gpus or caller.get("synced_gpus")), streamer,
+                                     caller.get("assistant_model")),
+            lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts),
+        )
 
     # 2. the rows, the model call and how tokens are chosen
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
-    latency = latency_profile(model) if config.adaptive and config.enabled else None
+    with frequencies_kept(model):
+        latency = latency_profile(model) if config.adaptive and config.enabled else None
     vocab = model.get_output_embeddings().out_features if model.get_output_embeddings() is not None else \
         model.config.get_text_config(decoder=True).vocab_size
     rows = [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
@@ -89,7 +92,7 @@ def lookahead_generate(
     attention_mask = model_kwargs.get("attention_mask") if any(pads) else None
     run = Run(model_call(model, cache, model_kwargs, config.attention), cache,
               TokenChooser.for_generation(bool(gen.do_sample), config, input_ids.device), strategy, stopping_criteria,
-              streamer, strategy.stats_type(), keep_scores, position_limit(model), model.device)
+              streamer, strategy.stats_type(), keep_scores, Positions.of(model), model.device)
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 

@@ -19,11 +19,12 @@ import torch
 from transformers.cache_utils import Cache
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
-from .cache import compact, self_attention_cache
+from .cache import compact, crop, self_attention_cache
 from .drafters import Draft, Outcome
 from .layout import stack_layouts
 from .model_call import ModelCall
 from .outputs import LookaheadStats
+from .rope import Positions
 from .rows import Row
 from .sampling import TokenChooser
 from .strategy import LocalStrategy
@@ -42,7 +43,7 @@ class Run:
     streamer: object | None
     stats: LookaheadStats
     keep_scores: bool
-    position_limit: int | None  # positions the model can place (a position table's size), None: unbounded
+    positions: Positions  # where a step may place tokens (a position table's end, scaled RoPE) and re-encodes
     device: torch.device
 
 
@@ -51,18 +52,36 @@ def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: t
     """input_ids: [B, P] left-padded prompts (attention_mask [B, P], None without padding), of which the first
     `past` tokens are in the cache already. Decodes every row until it stops."""
     # 1. prefill: every row's prompt KV and first new token
+    if run.positions.reencodes(input_ids.shape[1], past):
+        crop(run.cache, 0)  # plain generate drops this cache and encodes the whole prompt (rope.py)
+        past = 0
+    active = prefill(run, rows, input_ids, attention_mask, past)
+
+    # 2. steady steps over the rows still running (a sequence that reaches the length where plain generate
+    # re-encodes it is re-encoded alone: batches that would reach it are refused up front)
+    while active:
+        row = active[0]
+        if len(active) == 1 and run.positions.reencodes(row.ids.shape[1], row.cached):
+            crop(run.cache, 0)
+            mask = row.ids.new_tensor([[0] * row.pad + [1] * (row.ids.shape[1] - row.pad)]) if row.pad else None
+            active = prefill(run, active, row.ids, mask, 0)
+        else:
+            active = step(run, active)
+
+
+def prefill(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+            past: int) -> list[Row]:
+    """Feed input_ids [B, P] (the first `past` slots cached) and emit each row's next token; returns the rows still
+    running."""
     with run.stats.timed_forward(run.device):
         logits = run.call.prefill(input_ids, attention_mask, past)  # [B, V]
     emitted = 0
     for b, row in enumerate(rows):
+        row.cached = input_ids.shape[1]
         first = run.strategy.first(run.choose.walk(TokenTree([]), logits[b : b + 1], row, run.keep_scores))
         emitted += row.emit(first.tokens, first.scores, logits[b : b + 1], run.stopping_criteria, run.streamer)
     run.stats.record_step(emitted)
-    active = _leave_finished(rows, run.cache)
-
-    # 2. steady steps over the rows still running
-    while active:
-        active = step(run, active)
+    return _leave_finished(rows, run.cache)
 
 
 def step(run: Run, active: list[Row]) -> list[Row]:
@@ -111,11 +130,11 @@ def take_rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
 
 
 def _draft(run: Run, row: Row) -> Draft:
-    """The row drafter's proposal, cut to the positions the model can place."""
+    """The row drafter's proposal, cut to where the step computes what plain decoding would (rope.py)."""
     draft = row.drafter.propose(row.tokens, row.stats.last_accepted)
-    if run.position_limit is None:
-        return draft
-    return draft.within(run.position_limit - row.tokens.numel())  # the last token sits at len(tokens) - 1
+    last = row.tokens.numel() - 1  # the last token's logical position
+    bound = run.positions.last_position(last, row.pad)
+    return draft if bound is None else draft.within(bound - last)
 
 
 def _cache_visibility(rows: list[Row], past: int, device: torch.device) -> torch.Tensor | None:

@@ -1,5 +1,6 @@
-"""A differential fuzzer: random cases (model, attention path, lookahead config, prompts, generation arguments,
-batches, caches, encoder-decoder models) decoded by lade and by plain `model.generate`; the outputs must be equal.
+"""A differential fuzzer: random cases (model, attention path, RoPE type, lookahead config, prompts, generation
+arguments, batches, caches, encoder-decoder models) decoded by lade and by plain `model.generate`; the outputs must be
+equal.
 
 Every case is a pure function of its seed: `case(seed)` draws it, `run(case)` decodes it both ways and returns a
 failure description or None. `python tests/fuzz.py SEED` reruns one case and prints it.
@@ -7,6 +8,7 @@ failure description or None. `python tests/fuzz.py SEED` reruns one case and pri
 
 from __future__ import annotations
 
+import copy
 import random
 import sys
 from dataclasses import dataclass, field
@@ -18,7 +20,8 @@ from transformers.cache_utils import DynamicCache
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 import lade
-from tiny_models import VOCAB, char_tokenizer, random_prompt, tiny_model
+from lade.rope import POSITION_DEPENDENT
+from tiny_models import VOCAB, char_tokenizer, random_prompt, rope_types, scaled_rope, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
 ARCHS = ("llama", "gpt2", "qwen2", "qwen3", "gpt_neox", "phi3", "olmo2", "granite", "stablelm", "mistral")
@@ -26,13 +29,14 @@ FAMILIES = ("bart", "mbart", "marian", "pegasus", "t5", "mt5", "umt5")
 KINDS = ("single", "single", "single", "batch", "prefix_cache", "continue", "encoder_decoder")
 PAD = 0
 CONTINUATION = 8  # tokens plain generate continues with from a returned cache
+ORIGINAL = 48  # original length of the scaled RoPE drawn: prompts (up to 40) plus new tokens (up to 40) cross it
 
 
 @dataclass
 class Case:
     seed: int
     kind: str
-    model: tuple  # (arch or family, attn_implementation, position table size or None)
+    model: tuple  # (arch or family, attn_implementation, position table size or None, scaled RoPE type or None)
     config: dict[str, Any]
     prompts: list[tuple[int, int, bool]]  # (seed, length, with a repeated span)
     generate: dict[str, Any] = field(default_factory=dict)
@@ -117,15 +121,22 @@ def case(seed: int) -> Case:
     if model[2] is not None:  # keep the whole run (and a continuation) inside the position table
         room = model[2] - max(p[1] for p in prompts) - 1 - (CONTINUATION if kind == "continue" else 0)
         generate["max_new_tokens"] = max(1, min(generate["max_new_tokens"], room))
-    return Case(seed, kind, model, config, prompts, generate, extras)
+    rope = None
+    if kind != "encoder_decoder" and model[2] is None and rope_types(model[0]) and rng.random() < 0.5:
+        rope = rng.choice(rope_types(model[0]))
+        if kind == "batch" and rope in POSITION_DEPENDENT:  # lade refuses batches that cross it (tests/test_rope.py)
+            room = ORIGINAL + 1 - max(p[1] for p in prompts)
+            generate["max_new_tokens"] = max(1, min(generate["max_new_tokens"], room))
+    return Case(seed, kind, (*model, rope), config, prompts, generate, extras)
 
 
 @lru_cache(maxsize=64)
 def _model(spec: tuple):
-    name, attn, table = spec
+    name, attn, table, rope = spec
     if name in FAMILIES:
         return tiny_seq2seq(name, attn)
     extra = {} if table is None else dict(max_position_embeddings=table)
+    extra.update(scaled_rope(name, rope, ORIGINAL) if rope else {})
     return tiny_model(name, attn, **({"sliding_window": None} if name == "mistral" else {}), **extra)
 
 
@@ -150,9 +161,16 @@ def _prefix(model, ids: torch.Tensor, length: int) -> DynamicCache:
     return cache
 
 
+def _fresh(model):
+    """The model, or for dynamic-NTK RoPE (frequencies kept on the model across calls) a copy in its built state, so
+    that every decode starts from the same state."""
+    dynamic = any(getattr(m, "rope_type", None) == "dynamic" for m in model.modules())
+    return copy.deepcopy(model) if dynamic else model
+
+
 def _both(model, ids, mask, config, kw, **extra):
-    want = model.generate(ids, attention_mask=mask, **kw, **extra.get("plain", {}))
-    got = lade.generate(model, ids, config, attention_mask=mask, **kw, **extra.get("lade", {}))
+    want = _fresh(model).generate(ids, attention_mask=mask, **kw, **extra.get("plain", {}))
+    got = lade.generate(_fresh(model), ids, config, attention_mask=mask, **kw, **extra.get("lade", {}))
     return got, want
 
 
@@ -176,8 +194,8 @@ def run(case: Case) -> str | None:
             return f"returned cache holds {got.cache.get_seq_length()} tokens, plain {want.cache.get_seq_length()}"
         more = dict(do_sample=False, max_new_tokens=CONTINUATION, eos_token_id=None, pad_token_id=PAD)
         seq = want.sequences
-        got = model.generate(seq, attention_mask=torch.ones_like(seq), cache=got.cache, **more)
-        want = model.generate(seq, attention_mask=torch.ones_like(seq), cache=want.cache, **more)
+        got = _fresh(model).generate(seq, attention_mask=torch.ones_like(seq), cache=got.cache, **more)
+        want = _fresh(model).generate(seq, attention_mask=torch.ones_like(seq), cache=want.cache, **more)
     else:
         got, want = _both(model, ids, mask, config, kw)
     return _difference(got, want)

@@ -77,3 +77,40 @@ class RecordingStreamer:
 
     def end(self) -> None:
         self.ended = True
+
+
+ROPE_TYPES = ("linear", "dynamic", "yarn", "longrope", "llama3", "proportional")  # transformers' scaled RoPE types
+ROTARY_DIM = {"gpt_neox": 4, "stablelm": 2}  # rotary dims of the partial-rotary architectures above (else head_dim 8)
+
+
+def rope_types(arch: str) -> tuple[str, ...]:
+    """The scaled RoPE types a tiny `arch` model takes (phi3: longrope only; stablelm's 2 rotary dims: no dynamic NTK
+    or proportional; gpt2: no RoPE)."""
+    if arch == "gpt2":
+        return ()
+    if arch == "phi3":
+        return ("longrope",)
+    return tuple(t for t in ROPE_TYPES if not (arch == "stablelm" and t in ("dynamic", "proportional")))
+
+
+def scaled_rope(arch: str, rope_type: str, original: int = 48) -> dict:
+    """tiny_model overrides for `rope_type` whose original length is `original` positions: dynamic NTK scales past
+    max_position_embeddings = original, longrope switches to its long factors past it (Phi-3 also re-encodes there).
+    Weights 10x the default scale, so that a change of frequencies moves the argmax, not only the logits."""
+    dim = ROTARY_DIM.get(arch, 8)
+    params = dict(rope_type=rope_type, rope_theta=10000.0)
+    if dim < 8:
+        params["partial_rotary_factor"] = dim / 8
+    params.update({
+        "linear": dict(factor=2.0),
+        "dynamic": dict(factor=8.0),
+        "yarn": dict(factor=4.0, original_max_position_embeddings=original),
+        "longrope": dict(short_factor=[1.0 + 0.1 * i for i in range(dim // 2)],
+                         long_factor=[4.0**i for i in range(dim // 2)], original_max_position_embeddings=original),
+        "llama3": dict(factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                       original_max_position_embeddings=original),
+        "proportional": dict(partial_rotary_factor=0.5),
+    }[rope_type])
+    extra = dict(original_max_position_embeddings=original) if arch == "phi3" else {}
+    table = original if rope_type == "dynamic" else 4 * original
+    return dict(rope_parameters=params, initializer_range=0.2, max_position_embeddings=table, **extra)

@@ -18,7 +18,8 @@ class Draft:
 
     def within(self, max_offset: int | None) -> "Draft":
         """This draft with nothing placed more than `max_offset` positions after the last token (a model's position
-        table ends there): the window is dropped for the step if its top level would pass it, candidates are cut."""
+        table ends there, or its RoPE frequencies change; 0: the last token alone): the window is dropped for the step
+        if its top level would pass it, candidates are cut."""
         if max_offset is None:
             return self
         levels, width = self.window.shape
