@@ -12,6 +12,7 @@ from transformers.generation.configuration_utils import GenerationMode
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
+from . import compat
 from .adapters import adapter_for
 from .cache import check_compactable, self_attention_cache
 from .quantization import check_quantized_model
@@ -132,8 +133,8 @@ def _check_padding(model, input_ids: torch.Tensor, gen: GenerationConfig, model_
         if mask is not None and not bool(mask.all()):
             raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
         return [0]
-    mask_length = getattr(gen, "_mask_length", None)  # generate drops an all-ones mask, keeping its length
-    if isinstance(mask_length, int) and mask_length not in (-1, input_ids.shape[1]):
+    mask_length = compat.mask_length(gen)  # generate drops an all-ones mask, keeping its length
+    if mask_length is not None and mask_length not in (-1, input_ids.shape[1]):
         raise ValueError(f"attention_mask has length {mask_length}, input_ids {input_ids.shape[1]}: pass the mask the "
                          "tokenizer returned with these ids")
     mask = model_kwargs.get("attention_mask")

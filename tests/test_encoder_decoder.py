@@ -173,13 +173,20 @@ def test_adapter_leaves_model_as_it_was(family):
 
 @pytest.mark.parametrize("family", ["bart", "t5", "umt5"])
 def test_adapter_patches_only_inside_the_block(family):
+    """Inside the block the decoder reads the adapter's position function in this thread (lade.scoped), through
+    its class, so no instance attribute is ever set; outside it (also after an exception) it reads its own."""
     model = tiny_seq2seq(family, "eager")
     decoder = model.get_decoder()
     adapter = lade.adapters.adapter_for(model)
+    module = decoder.embed_positions if family == "bart" else decoder.block[0].layer[0].SelfAttention
+    name = "forward" if family == "bart" else "_relative_position_bucket"
+    own = getattr(module, name)
     with adapter(decoder, torch.arange(5)):
-        assert any(patched_attributes(model))
+        assert getattr(module, name) != own
+        assert not any(patched_attributes(model))
     with pytest.raises(KeyError), adapter(decoder, torch.arange(5)):
         raise KeyError("inside")
+    assert getattr(module, name) == own
     assert not any(patched_attributes(model))
 
 

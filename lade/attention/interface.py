@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import torch
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
+from ..compat import sdpa_attention
 from .flex import flex_kernel, tree_block_mask
 from .kernels import causal_attention, split_attention
 
 SPLIT = "lade_split"
 FLEX = "lade_flex"
 SDPA = "lade_sdpa"
+sdpa_attention_forward, ALL_MASK_ATTENTION_FUNCTIONS = sdpa_attention()
 
 
 def _check_plain(name: str, dropout: float, kwargs: dict) -> None:
