@@ -180,3 +180,16 @@ def test_model_after_lade_copies_pickles_and_saves_as_before(tmp_path):
     twin = copy.deepcopy(model)
     assert torch.equal(lade.generate(twin, prompt, _config("split"), **GREEDY),
                        untouched.generate(prompt, attention_mask=torch.ones_like(prompt), **GREEDY))
+
+
+def test_model_after_lade_still_compiles_in_one_graph():
+    """The wrappers lade leaves on the classes (BART's config property, read by its sdpa layers, and its position
+    table's forward) defer to the original code under torch.compile tracing, so a model lade has run still traces in
+    one graph (fullgraph=True) and computes the same logits."""
+    prompt = random_prompt(4, length=12)
+    model = tiny_seq2seq("bart", "sdpa")
+    lade.generate(model, prompt, _config(), **GREEDY)
+    inputs = dict(input_ids=prompt, decoder_input_ids=torch.tensor([[1, 5, 6]]))
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    with torch.no_grad():
+        assert torch.equal(compiled(**inputs).logits, model(**inputs).logits)

@@ -13,18 +13,18 @@ from contextlib import AbstractContextManager
 import torch
 
 from ..compat import EMBED_POSITIONS_FORWARD
-from ..scoped import overriding
+from ..scoped import original, overriding
 
 
 def logical_positions(decoder: torch.nn.Module, positions: torch.Tensor) -> AbstractContextManager:
     """positions: [q] logical positions of the step's decoder tokens."""
     table = decoder.embed_positions
-    original = getattr(table, EMBED_POSITIONS_FORWARD)
+    own_forward = original(table, EMBED_POSITIONS_FORWARD)
 
     def forward(*args, position_ids: torch.Tensor, **kwargs) -> torch.Tensor:
         if position_ids.shape != positions.shape:
             raise RuntimeError(f"lade position adapter: expected {tuple(positions.shape)} positions, the decoder "
                                f"asked for {tuple(position_ids.shape)}")
-        return original(*args, position_ids=positions.to(position_ids.device), **kwargs)
+        return own_forward(*args, position_ids=positions.to(position_ids.device), **kwargs)
 
     return overriding([(table, EMBED_POSITIONS_FORWARD, forward)])

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 import torch
 
 from ..compat import RELATIVE_POSITION_BUCKET, relative_bias_attentions
-from ..scoped import overriding
+from ..scoped import original, overriding
 
 
 def _relative(positions: torch.Tensor, key_length: int) -> torch.Tensor:
@@ -39,6 +39,6 @@ def _bucket_with(original, positions: torch.Tensor):
 def logical_positions(decoder: torch.nn.Module, positions: torch.Tensor) -> AbstractContextManager:
     """positions: [q] logical positions of the step's decoder tokens."""
     return overriding([
-        (attn, RELATIVE_POSITION_BUCKET, _bucket_with(getattr(attn, RELATIVE_POSITION_BUCKET), positions))
+        (attn, RELATIVE_POSITION_BUCKET, _bucket_with(original(attn, RELATIVE_POSITION_BUCKET), positions))
         for attn in relative_bias_attentions(decoder)
     ])
