@@ -113,9 +113,11 @@ def install(cls: type, name: str) -> None:
         return
     with _INSTALL:
         original = _class_attribute(cls, name)
+        if _installed(original):  # another thread was first
+            return
         if isinstance(original, FunctionType):
             setattr(cls, name, _scoped_method(original, name))
-        elif not _installed(original):
+        else:
             wrapper = _ScopedData if hasattr(type(original), "__set__") else _Scoped
             setattr(cls, name, wrapper(original, name))
 

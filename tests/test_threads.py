@@ -158,6 +158,35 @@ def test_override_is_seen_only_by_its_thread_and_block():
     assert (box.value, box.method()) == ("own", "own method")
 
 
+def test_classes_are_wrapped_once_whichever_thread_is_first():
+    """Eight threads overriding objects of a fresh class at once install one wrapper per attribute (a wrapper around
+    a wrapper would still work, but the install is meant to be idempotent), and each thread reads its own value."""
+
+    class Fresh:  # a class no test has overridden yet
+        value = property(lambda self: "own")
+
+        def method(self) -> str:
+            return "own method"
+
+    barrier, seen = threading.Barrier(8), {}
+
+    def run(i):
+        box = Fresh()
+        barrier.wait()
+        with scoped.overriding([(box, "value", f"thread {i}"), (box, "method", lambda: i)]):
+            seen[i] = (box.value, box.method())
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {i: (f"thread {i}", i) for i in range(8)}
+    assert not isinstance(Fresh.__dict__["value"].original, scoped._Scoped)
+    assert not getattr(Fresh.__dict__["method"].__wrapped__, "__lade_scoped__", False)
+    assert (Fresh().value, Fresh().method()) == ("own", "own method")
+
+
 def test_an_instance_attribute_that_hides_the_override_is_an_error():
     """A hook that set `forward` on an instance would bypass the class-level override: refused, not ignored."""
     box = _Box()
