@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import inspect
 import sys
+from dataclasses import fields
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel
-from transformers.generation.utils import GenerationMixin
+from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerationMixin
 
 # The attention function an attention layer calls is ALL_ATTENTION_FUNCTIONS[config._attn_implementation], read on
 # every forward; masking_utils reads the same name to build masks. lade's paths override this (private) property
@@ -46,6 +47,12 @@ def sdpa_attention():
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
     return sdpa_attention_forward, ALL_MASK_ATTENTION_FUNCTIONS
+
+
+# transformers 5.24 renamed generate's cache keyword and output field from `past_key_values` to `cache`; generate hands
+# a custom_generate callable the cache it prepared (the caller's, or a static one) under that name, and lade returns
+# its cache under the same name. Every earlier release uses `past_key_values`.
+CACHE_KWARG = "cache" if "cache" in {f.name for f in fields(GenerateDecoderOnlyOutput)} else "past_key_values"
 
 
 def pad_token_tensor(gen: GenerationConfig) -> torch.Tensor | None:

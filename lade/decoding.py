@@ -18,7 +18,7 @@ from .adapters import position_limit
 from .auto import resolve_config
 from .cache import crop, self_attention_cache
 from .checks import check_generation
-from .compat import generate_call_arguments, pad_token_tensor
+from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
 from .cost import HOST_S, latency_profile
 from .drafters import make_drafter
@@ -62,7 +62,7 @@ def lookahead_generate(
     if prompt_streamed and lookahead_streamer is not None:
         raise ValueError("pass one streamer: streamer= or lookahead_streamer=, not both")
     streamer = lookahead_streamer or caller.get("streamer") or streamer
-    cache = model_kwargs.get("cache") if model_kwargs.get("cache") is not None else new_cache(model)
+    cache = model_kwargs.get(CACHE_KWARG) if model_kwargs.get(CACHE_KWARG) is not None else new_cache(model)
 
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model)
     pads, config = strategy.setup(
@@ -118,7 +118,7 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: L
         sequences=sequences,
         scores=tuple(one.scores) if one is not None and one.scores is not None else None,
         logits=tuple(one.logits) if one is not None and one.logits is not None else None,
-        cache=cache,
+        **{CACHE_KWARG: cache},
         lookahead_stats=run.stats,
         row_stats=[row.stats for row in rows],
     )

@@ -1,14 +1,17 @@
 """Equivalence check that tests/test_compat.py runs under another transformers release (in a scratch venv): lade's
 greedy output equals plain generate's through every private transformers API lade.compat touches (each attention
-path, padding, a streamer found in generate's frame, generate's kept mask length, encoder-decoder position
-adapters, a plain and a lade call on one model in two threads). Prints one line per check and "compat ok"."""
+path, padding, a streamer found in generate's frame, generate's kept mask length, the cache keyword (a prefix cache
+in, the cache out, a static cache refused), encoder-decoder position adapters, a plain and a lade call on one model
+in two threads). Prints one line per check and "compat ok"."""
 
 import threading
 
 import torch
 import transformers
+from transformers.cache_utils import DynamicCache
 
 import lade
+from lade.compat import CACHE_KWARG
 from tiny_models import RecordingStreamer, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -22,6 +25,14 @@ def config(attention: str = "auto") -> lade.LookaheadConfig:
 def check(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
     assert torch.equal(got, want), f"{name}: lade differs from plain generate"
     print(f"{name}: equal")
+
+
+@torch.no_grad()
+def prefix_cache(model, ids: torch.Tensor) -> DynamicCache:
+    """A cache holding the prompt's first 10 tokens."""
+    cache = DynamicCache(config=model.config)
+    model(ids[:, :10], use_cache=True, **{CACHE_KWARG: cache})
+    return cache
 
 
 def main() -> None:
@@ -41,6 +52,19 @@ def main() -> None:
     except ValueError as error:
         assert "attention_mask has" in str(error), error
     print("mask length: refused")
+
+    check("prefix cache", lade.generate(model, ids, config(), **{CACHE_KWARG: prefix_cache(model, ids)}, **GREEDY),
+          model.generate(ids, attention_mask=torch.ones_like(ids), **{CACHE_KWARG: prefix_cache(model, ids)},
+                         **GREEDY))
+    out = lade.generate(model, ids, config(), return_dict_in_generate=True, **GREEDY)
+    assert getattr(out, CACHE_KWARG).get_seq_length() == out.sequences.shape[1] - 1, "returned cache: wrong length"
+    print("returned cache: holds every token but the last")
+    try:
+        lade.generate(model, ids, config(), cache_implementation="static", **GREEDY)
+        raise AssertionError("a static cache was not refused")
+    except ValueError as error:
+        assert "DynamicCache" in str(error), error
+    print("static cache: refused")
 
     batch = torch.cat([torch.zeros(1, 6, dtype=torch.long), random_prompt(2, length=24)], dim=1)
     batch = torch.cat([batch, random_prompt(3, length=30)])  # [2, 30], the first row left-padded
