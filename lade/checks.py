@@ -14,6 +14,7 @@ from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTime
 
 from .adapters import adapter_for
 from .cache import check_compactable, self_attention_cache
+from .compat import mask_length
 from .quantization import check_quantized_model
 from .rope import check_batch as check_batch_rope
 from .verify import check_processors
@@ -173,9 +174,9 @@ def _check_padding(model, input_ids: torch.Tensor, gen: GenerationConfig, model_
         if mask is not None and not bool(mask.all()):
             raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
         return [0]
-    mask_length = getattr(gen, "_mask_length", None)  # generate drops an all-ones mask, keeping its length
-    if isinstance(mask_length, int) and mask_length not in (-1, input_ids.shape[1]):
-        raise ValueError(f"attention_mask has length {mask_length}, input_ids {input_ids.shape[1]}: pass the mask the "
+    length = mask_length(gen)  # generate drops an all-ones mask, keeping its length
+    if length is not None and length not in (-1, input_ids.shape[1]):
+        raise ValueError(f"attention_mask has length {length}, input_ids {input_ids.shape[1]}: pass the mask the "
                          "tokenizer returned with these ids")
     mask = model_kwargs.get("attention_mask")
     return [0] * input_ids.shape[0] if mask is None else left_padding(mask, input_ids)

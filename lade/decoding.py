@@ -7,19 +7,17 @@
 from __future__ import annotations
 
 import copy
-import inspect
-import sys
 import time
 
 import torch
 from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 from transformers.generation.stopping_criteria import StoppingCriteriaList
-from transformers.generation.utils import GenerationMixin
 
 from .auto import resolve_config
 from .cache import crop, self_attention_cache
 from .checks import check_generation
+from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
 from .cost import HOST_S, latency_profile
 from .drafters import make_drafter
@@ -59,12 +57,12 @@ def lookahead_generate(
     gen, processors = generation_config, logits_processor
     strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
-    caller = _generate_call_arguments()  # what transformers does not hand a callable custom_generate
+    caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
     prompt_streamed = caller.get("streamer") is not None  # transformers put the prompt into it already
     if prompt_streamed and lookahead_streamer is not None:
         raise ValueError("pass one streamer: streamer= or lookahead_streamer=, not both")
     streamer = lookahead_streamer or caller.get("streamer") or streamer
-    cache = model_kwargs.get("cache") if model_kwargs.get("cache") is not None else new_cache(model)
+    cache = model_kwargs.get(CACHE_KWARG) if model_kwargs.get(CACHE_KWARG) is not None else new_cache(model)
 
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model, keeping the
     # RoPE state plain decoding would start from)
@@ -111,7 +109,7 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: L
     """What `model.generate` returns: the sequences, or with return_dict_in_generate an output object (scores,
     logits and the cache for one sequence, exactly as plain generate leaves them)."""
     one = rows[0] if len(rows) == 1 else None
-    pad_id = getattr(gen, "_pad_token_tensor", None)
+    pad_id = pad_token_tensor(gen)
     sequences = one.ids if one is not None else pad_rows(rows, gen.pad_token_id if pad_id is None else pad_id)
     if not gen.return_dict_in_generate:
         return sequences
@@ -123,7 +121,7 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: L
         sequences=sequences,
         scores=tuple(one.scores) if one is not None and one.scores is not None else None,
         logits=tuple(one.logits) if one is not None and one.logits is not None else None,
-        cache=cache,
+        **{CACHE_KWARG: cache},
         lookahead_stats=run.stats,
         row_stats=[row.stats for row in rows],
     )
@@ -139,17 +137,3 @@ def _row_processors(processors: LogitsProcessorList, index: int) -> LogitsProces
             proc.prompt_ignore_length = int(proc.prompt_ignore_length[index])
         view.append(proc)
     return view
-
-
-_GENERATE_CODE = inspect.unwrap(GenerationMixin.generate).__code__
-
-
-def _generate_call_arguments() -> dict:
-    """`streamer`, `assistant_model` and `synced_gpus` of the `model.generate` call running this custom_generate
-    callable: transformers (5.24) hands a callable none of them, and none may be silently ignored."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is _GENERATE_CODE:
-            return {name: frame.f_locals.get(name) for name in ("streamer", "assistant_model", "synced_gpus")}
-        frame = frame.f_back
-    return {}

@@ -3,7 +3,7 @@
 transformers' generate runs the encoder and hands the decoding loop `input_ids` = the decoder prompt
 (decoder start ids) and `encoder_outputs` / `attention_mask` (the encoder's) in model_kwargs. Each forward
 here feeds the decoder tokens with their 4-D tree mask and places them at their logical positions through
-the family's position adapter (lade.adapters), which is undone when the forward returns.
+the family's position adapter (lade.adapters), which lasts that forward in this thread only.
 """
 
 from __future__ import annotations

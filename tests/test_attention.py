@@ -124,7 +124,7 @@ def test_functions_refuse_what_they_do_not_compute():
 @pytest.mark.parametrize("attention", ["split", "flex"])
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen3", "gpt_neox"])
 def test_greedy_equals_plain_greedy_with_each_path(arch, attention):
-    """Every path decodes token for token like plain greedy; the model's implementation is restored after.
+    """Every path decodes token for token like plain greedy; the model reads its own implementation after.
     ("auto" on eager/sdpa models is "mask", which test_exactness covers with the default config.)"""
     model = tiny_model(arch, "eager" if arch == "gpt2" else "sdpa")
     before = model.config._attn_implementation
@@ -160,7 +160,8 @@ def test_flash_attention_2_model_is_routed_to_split_and_decodes_exactly():
 
 
 def test_implementation_restored_when_a_forward_raises():
-    """The switch lasts one forward: an error inside it (here: a mask the function refuses) restores it."""
+    """lade's implementation is read only inside its forward: after an error there (here: a mask the function
+    refuses) the model reads its own again, in this thread too."""
     model, _ = _flash_configured("qwen2")
     call = ModelCall(model, None, "split")
     with pytest.raises(ValueError, match="lade_split"):

@@ -173,13 +173,24 @@ def test_adapter_leaves_model_as_it_was(family):
 
 @pytest.mark.parametrize("family", ["bart", "t5", "umt5"])
 def test_adapter_patches_only_inside_the_block(family):
+    """Inside the block the decoder places its tokens at the adapter's positions (all at 0 here, so the logits change),
+    through its class in this thread only (lade.scoped), never by setting an instance attribute; after the block (also
+    one left by an exception) it computes its own positions again."""
     model = tiny_seq2seq(family, "eager")
     decoder = model.get_decoder()
     adapter = lade.adapters.adapter_for(model)
-    with adapter(decoder, torch.arange(5)):
-        assert any(patched_attributes(model))
+    source, target = random_prompt(5, length=8), torch.tensor([[1, 7, 8, 9, 10]])
+
+    def logits():
+        return model(input_ids=source, decoder_input_ids=target).logits
+
+    own = logits()
+    with adapter(decoder, torch.zeros(5, dtype=torch.long)):
+        assert not torch.allclose(logits(), own)
+        assert not any(patched_attributes(model))
     with pytest.raises(KeyError), adapter(decoder, torch.arange(5)):
         raise KeyError("inside")
+    assert torch.equal(logits(), own)
     assert not any(patched_attributes(model))
 
 

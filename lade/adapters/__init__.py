@@ -3,7 +3,8 @@
 The decoders of BART- and T5-style models derive positions from the cache length and take no
 decoder_position_ids, so tokens that share a logical position in a lookahead step would be placed one
 after another. An adapter feeds the step's logical positions to the one place each family computes
-positions from, for the duration of one forward only (see `patch.patched`).
+positions from, for the duration of one forward of lade's and in its thread only (lade.scoped): plain generate
+running the same model in another thread meanwhile computes its own positions, and nothing is left on the model.
 
 Registry: model type -> adapter. An adapter is a context manager factory `(decoder, positions) -> ctx`,
 positions: [q] logical positions of the step's decoder tokens.

@@ -3,9 +3,9 @@
 In transformers 5.24 each self-attention with a bias table computes `relative_position = key index -
 (query index + past)` (shape [q, past + q]) and buckets it with `self._relative_position_bucket(...)`
 (T5/mT5: a staticmethod with bucket options; UMT5: a method). The adapter swaps in the relative
-positions of the step's logical positions and keeps the family's own bucketing and bias table.
-The cache holds the accepted tokens at positions 0..past-1, the step's tokens follow at their logical
-positions.
+positions of the step's logical positions, for lade's forward in this thread only (lade.scoped), and keeps the
+family's own bucketing and bias table. The cache holds the accepted tokens at positions 0..past-1, the step's tokens
+follow at their logical positions.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from contextlib import AbstractContextManager
 
 import torch
 
-from .patch import patched_all
+from ..compat import RELATIVE_POSITION_BUCKET, relative_bias_attentions
+from ..scoped import original, overriding
 
 
 def _relative(positions: torch.Tensor, key_length: int) -> torch.Tensor:
@@ -37,11 +38,7 @@ def _bucket_with(original, positions: torch.Tensor):
 
 def logical_positions(decoder: torch.nn.Module, positions: torch.Tensor) -> AbstractContextManager:
     """positions: [q] logical positions of the step's decoder tokens."""
-    attentions = [
-        block.layer[0].SelfAttention for block in decoder.block
-        if block.layer[0].SelfAttention.has_relative_attention_bias
-    ]
-    return patched_all([
-        (attn, "_relative_position_bucket", _bucket_with(attn._relative_position_bucket, positions))
-        for attn in attentions
+    return overriding([
+        (attn, RELATIVE_POSITION_BUCKET, _bucket_with(original(attn, RELATIVE_POSITION_BUCKET), positions))
+        for attn in relative_bias_attentions(decoder)
     ])

@@ -10,22 +10,22 @@ fewer tokens); None means causal.
 "lade_sdpa": transformers' sdpa attention, except that a masked call with grouped key/value heads on CPU reads the
 heads in place (SDPA's enable_gqa) where transformers copies the whole cache per layer (repeat_kv); it takes the
 same masks as "sdpa" (the "mask" path runs sdpa models under it).
-Registered once on import (transformers' public extension point; nothing is patched).
+Registered once on import (transformers' public extension point); lade.attention.paths selects them per forward.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
+from ..compat import sdpa_attention
 from .flex import flex_kernel, tree_block_mask
 from .kernels import causal_attention, split_attention
 
 SPLIT = "lade_split"
 FLEX = "lade_flex"
 SDPA = "lade_sdpa"
+sdpa_attention_forward, ALL_MASK_ATTENTION_FUNCTIONS = sdpa_attention()
 
 
 def _check_plain(name: str, dropout: float, kwargs: dict) -> None:

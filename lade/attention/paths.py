@@ -8,18 +8,25 @@
 "flex":  lade_flex: FlexAttention with a BlockMask over [q, past+q], built from the same bool mask.
 "auto":  split for flash-attention models (their kernels take no tree mask), flex for flex_attention models on
          CUDA, mask for eager/sdpa models, split for any other implementation.
-The custom paths switch the model's attention implementation for the duration of each forward only.
+
+How a path reaches the model's attention layers: each layer calls ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+(and masking_utils reads the same name), so for the duration of lade's own forward the model's configs read lade's
+registered implementation, in this thread only (lade.scoped: a context variable, never an assignment on the shared
+config). Another thread running the same model meanwhile, with plain generate or another lade call, reads its own
+implementation; nothing is left on the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from transformers import PreTrainedModel
 
+from ..compat import (ATTN_IMPLEMENTATION, attn_implementation, own_attn_implementation,
+                      routes_attention_through_interface)
 from ..layout import BatchLayout, additive_mask, step_visibility
+from ..scoped import overriding
 from .interface import FLEX, SDPA, SPLIT
 
 MASK_ATTENTION = ("eager", "sdpa")
@@ -27,13 +34,13 @@ MASK_ATTENTION = ("eager", "sdpa")
 
 class AttentionPath:
     """The mask handed to the model for the prefill and for a step, under the model's own implementation (sdpa:
-    lade_sdpa, its grouped-head variant, switched in for each forward where the model lets it be set)."""
+    lade_sdpa, its grouped-head variant, read by the model during lade's forwards where the model lets it be set)."""
 
     name = "mask"
-    implementation: str | None = None  # the implementation switched in for each forward (None: the model's own)
+    implementation: str | None = None  # the implementation the model reads in lade's forwards (None: its own)
 
     def __init__(self, model: PreTrainedModel) -> None:
-        implementation = model.config._attn_implementation or "eager"
+        implementation = attn_implementation(model.config) or "eager"
         if implementation not in MASK_ATTENTION:
             raise ValueError(
                 f"attention='mask' needs attn_implementation in {MASK_ATTENTION}, but the model uses "
@@ -42,22 +49,15 @@ class AttentionPath:
             )
         self._configs = _attention_configs(model)
         if implementation == "sdpa" and _switchable(model) and all(
-                config._attn_implementation_internal in (None, "sdpa") for config in self._configs):
+                own_attn_implementation(config) in (None, "sdpa") for config in self._configs):
             self.implementation = SDPA
 
-    @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self) -> AbstractContextManager:
+        """For one forward of lade's, in this thread: every attention config of the model reads the path's
+        implementation."""
         if self.implementation is None:
-            yield
-            return
-        saved = [(config, config._attn_implementation_internal) for config in self._configs]
-        try:
-            for config, _ in saved:
-                config._attn_implementation_internal = self.implementation
-            yield
-        finally:
-            for config, implementation in saved:
-                config._attn_implementation_internal = implementation
+            return nullcontext()
+        return overriding([(config, ATTN_IMPLEMENTATION, self.implementation) for config in self._configs])
 
     def step_mask(self, batch: BatchLayout, past: int, cache_visible: torch.Tensor | None,
                   dtype: torch.dtype) -> torch.Tensor:
@@ -72,19 +72,20 @@ class AttentionPath:
 
 def _switchable(model: PreTrainedModel) -> bool:
     """Whether every attention layer of the model goes through transformers' AttentionInterface."""
-    return all(module._can_set_attn_implementation() for module in model.modules()
+    return all(routes_attention_through_interface(type(module)) for module in model.modules()
                if isinstance(module, PreTrainedModel))
 
 
 class _SwitchedPath(AttentionPath):
-    """A path run under one of lade's registered attention functions, switched in for each forward and always
-    restored. The model gets a bool mask: the step's [B, 1, q, q] block where the whole cache is visible, else
+    """A path run under one of lade's registered attention functions, which the model reads during lade's forwards
+    only. The model gets a bool mask: the step's [B, 1, q, q] block where the whole cache is visible, else
     [B, 1, q, past + q] (the prefill: None, i.e. causal, without padding)."""
 
     def __init__(self, model: PreTrainedModel) -> None:
         if not _switchable(model):
             blocking = next(type(module).__name__ for module in model.modules()
-                            if isinstance(module, PreTrainedModel) and not module._can_set_attn_implementation())
+                            if isinstance(module, PreTrainedModel)
+                            and not routes_attention_through_interface(type(module)))
             raise ValueError(
                 f"{blocking} does not route attention through transformers' AttentionInterface, so "
                 f"attention='{self.name}' cannot reach it; use LookaheadConfig(attention='mask') with "
@@ -124,7 +125,7 @@ def choose_attention(name: str, model: PreTrainedModel) -> str:
     """The concrete path for LookaheadConfig.attention (resolves "auto" from the model and its device)."""
     if name != "auto":
         return name
-    implementation = model.config._attn_implementation or "eager"
+    implementation = attn_implementation(model.config) or "eager"
     if implementation in MASK_ATTENTION:
         return "mask"
     if implementation == "flex_attention" and model.device.type == "cuda":
