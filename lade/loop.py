@@ -26,7 +26,7 @@ from .model_call import ModelCall
 from .outputs import LookaheadStats
 from .rows import Row
 from .sampling import TokenChooser
-from .strategy import LocalStrategy
+from .strategy import Strategy
 from .tree import TokenTree
 
 
@@ -37,7 +37,7 @@ class Run:
     call: ModelCall
     cache: Cache
     choose: TokenChooser
-    strategy: LocalStrategy
+    strategy: Strategy
     stopping_criteria: StoppingCriteriaList
     streamer: object | None
     stats: LookaheadStats

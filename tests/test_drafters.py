@@ -19,7 +19,7 @@ from tiny_seq2seq import tiny_seq2seq
 
 DRAFTS = [
     lade.LookaheadConfig(draft="retrieval", step_budget=8),
-    lade.LookaheadConfig(draft="recycling", step_budget=12, recycling_width=4),
+    lade.LookaheadConfig(draft="recycling", step_budget=12, draft_options=dict(recycling_width=4)),
     lade.LookaheadConfig(draft="merged", step_budget=16, window_size=3, ngram_size=3, guess_set_size=3),
     lade.LookaheadConfig(draft="merged", step_budget=24, adaptive=True),
     lade.LookaheadConfig(draft="retrieval", step_budget=6, adaptive=True),

@@ -24,7 +24,7 @@ from tiny_seq2seq import tiny_seq2seq
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GREEDY = dict(do_sample=False, max_new_tokens=8, eos_token_id=None)
-CFG = lade.LookaheadConfig(4, 3, 4)
+CFG = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4)
 
 
 class Stateful(LogitsProcessor):
@@ -224,8 +224,9 @@ CASES = [
     Case("encdec", "padded decoder prompt", decode(decoder_input_ids=torch.tensor([[1, 3]]),
                                                    decoder_attention_mask=torch.tensor([[0, 1]])),
          ValueError, "padded decoder prompt", lambda: tiny_seq2seq("bart")),
-    Case("encdec", "split path", decode(config=lade.LookaheadConfig(4, 3, 4, attention="split")), ValueError,
-         "attention='mask'", lambda: tiny_seq2seq("bart")),
+    Case("encdec", "split path",
+         decode(config=lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, attention="split")),
+         ValueError, "attention='mask'", lambda: tiny_seq2seq("bart")),
     Case("cache", "sliding window", decode(), ValueError, "mistral.*sliding", lambda: tiny_model(
         "mistral", sliding_window=16)),
     Case("cache", "static", decode(cache_implementation="static"), ValueError, "DynamicCache"),

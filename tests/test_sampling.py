@@ -21,7 +21,8 @@ POWER_SAMPLES = 2_000
 CONFIG = lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=4)
 SETTINGS = {  # (generate kwargs, config): temperature with a prefix-dependent processor; top-k; top-p
     "temperature": (dict(temperature=0.7, top_k=0, repetition_penalty=1.3), CONFIG),
-    "top_k": (dict(temperature=1.0, top_k=4), lade.LookaheadConfig(3, 3, 4, sample_window=True)),
+    "top_k": (dict(temperature=1.0, top_k=4),
+              lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=4, sample_window=True)),
     "top_p": (dict(temperature=1.0, top_k=0, top_p=0.7), CONFIG),
 }
 
@@ -215,10 +216,11 @@ def test_fixed_seed_reproduces():
     model = tiny_model("qwen2", "sdpa")
     ids = random_prompt(11)
     kw = dict(do_sample=True, temperature=1.0, top_k=0, **GREEDY)
-    run = lambda seed: lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4, sampling_seed=seed), **kw)
+    run = lambda seed: lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4,
+                                                                      sampling_seed=seed), **kw)
     assert torch.equal(run(7), run(7))
     assert not torch.equal(run(7), run(8))
-    window = lade.LookaheadConfig(4, 3, 4, sample_window=True)
+    window = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sample_window=True)
     outs = []
     for _ in range(2):
         torch.manual_seed(5)
