@@ -167,3 +167,21 @@ def test_config_keys_name_configs_and_round_trip():
     assert LookaheadConfig.from_key((3, 1, 2), seed=7).seed == 7
     with pytest.raises(ValueError, match="config key"):
         LookaheadConfig.from_key((3, 1))
+
+
+def test_both_strategies_satisfy_the_strategy_protocol():
+    """The loop (Run.strategy) is typed against Strategy: the one-process and the distributed strategies must each
+    provide every member it declares, and make the stats object the same way (a method)."""
+    from lade.distributed.strategy import ParallelStats, ParallelStrategy
+    from lade.outputs import LookaheadStats
+    from lade.strategy import LocalStrategy, Strategy
+
+    members = set(Strategy.__annotations__) | {name for name, value in vars(Strategy).items()
+                                               if callable(value) and not name.startswith("_")}
+    assert {"new_stats", "setup", "layout", "verify", "agree", "returns_cache", "adaptive_drafts"} <= members
+    for strategy in (LocalStrategy, ParallelStrategy):
+        assert all(hasattr(strategy, name) for name in members), strategy
+    assert isinstance(LocalStrategy(), Strategy) and type(LocalStrategy().new_stats()) is LookaheadStats
+    parallel = ParallelStrategy.__new__(ParallelStrategy)
+    parallel.world = 3
+    assert parallel.new_stats() == ParallelStats(world_size=3)
