@@ -48,6 +48,7 @@ def lookahead_generate(
     lookahead_source_ids: torch.Tensor | None = None,
     lookahead_strategy=None,
     lookahead_latency: Callable[[float], float] | None = None,
+    lookahead_model_call: type[ModelCall] | None = None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
@@ -60,7 +61,8 @@ def lookahead_generate(
     loop's strategy from (model, input_ids, generation_config, logits_processor, model_kwargs, lookahead_config);
     None decodes in this process (lade.distributed passes lookahead parallelism's). lookahead_latency: the latency
     model (q -> seconds of a q-token step, e.g. a lade.cost.LatencyProfile) that "auto" and adaptive drafts use;
-    None measures this model's profile once (cached).
+    None measures this model's profile once (cached). lookahead_model_call: the class of a decoder-only model's call
+    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
     """
     gen, processors = generation_config, logits_processor
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
@@ -83,7 +85,8 @@ def lookahead_generate(
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
     rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
-    run = _run(model, cache, model_kwargs, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
+    call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
+    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
@@ -133,19 +136,23 @@ def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConf
             for b in range(input_ids.shape[0])]
 
 
-def _run(model, cache: Cache, model_kwargs: dict, config: LookaheadConfig, gen: GenerationConfig,
+def _run(call: ModelCall, model, config: LookaheadConfig, gen: GenerationConfig,
          stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device) -> Run:
     """What every step shares: the model call, how tokens are chosen, stopping, streaming, the batch's stats."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
-    return Run(_model_call(model, cache, model_kwargs, config.attention), cache,
+    return Run(call, call.cache,
                TokenChooser.for_generation(bool(gen.do_sample), config, device), strategy, stopping_criteria,
                streamer, strategy.new_stats(), keep_scores, position_limit(model), model.device)
 
 
-def _model_call(model, cache: Cache, model_kwargs: dict, attention: str) -> ModelCall:
-    """The decoder-only call, or an encoder-decoder model's decoder call over the encoder output generate prepared."""
+def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder_only: type[ModelCall]) -> ModelCall:
+    """The decoder-only call (of class `decoder_only`), or an encoder-decoder model's decoder call over the encoder
+    output generate prepared."""
     if not model.config.is_encoder_decoder:
-        return ModelCall(model, cache, attention)
+        return decoder_only(model, cache, attention)
+    if decoder_only is not ModelCall:
+        raise ValueError("lookahead_model_call replaces the call of decoder-only models; drop it for encoder-decoder "
+                         "models")
     if model_kwargs.get("encoder_outputs") is None:
         raise ValueError("encoder-decoder lookahead needs the encoder_outputs that model.generate prepares; call "
                          "model.generate(..., custom_generate=lade.lookahead_generate) or lade.generate")

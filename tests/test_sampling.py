@@ -7,7 +7,6 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 import lade
 import lade.decoding
-import lade.encoder_decoder
 import lade.sampling
 from lade.model_call import ModelCall
 from lade.sampling import draw_at_node
@@ -129,7 +128,8 @@ def lade_counts(model, ids, gen_kw, config, samples: int) -> tuple[torch.Tensor,
     counts, multi = torch.zeros(VOCAB**NEW, dtype=torch.long), 0
     torch.manual_seed(1234)  # sampling_seed=None: the draws continue on torch's default generator
     for _ in range(samples):
-        out = lade.decoding.lookahead_generate(model, ids, processors, stopping, gen, lookahead_config=config)
+        out = lade.decoding.lookahead_generate(model, ids, processors, stopping, gen, lookahead_config=config,
+                                               lookahead_model_call=ReplayCall)
         a, b, c = out.sequences[0, -NEW:].tolist()
         counts[(a * VOCAB + b) * VOCAB + c] += 1
         multi += max(out.lookahead_stats.accepted_per_step) > 1
@@ -157,13 +157,8 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture
-def replay(monkeypatch):
-    monkeypatch.setattr(lade.encoder_decoder, "ModelCall", ReplayCall)
-
-
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
-def test_first_tokens_follow_plain_sampling_distribution(small, replay, setting):
+def test_first_tokens_follow_plain_sampling_distribution(small, setting):
     """7,000 runs of lade's loop per setting (21,000 in all): the joint law of the first 3 tokens must fit the exact product of processed
     conditionals (chi-square, p > 1e-3); several drafts must really be verified and often accepted."""
     model, ids = small
@@ -174,7 +169,7 @@ def test_first_tokens_follow_plain_sampling_distribution(small, replay, setting)
     assert goodness_of_fit(counts, joint) > 1e-3
 
 
-def test_biased_verifier_is_rejected(small, replay, monkeypatch):
+def test_biased_verifier_is_rejected(small, monkeypatch):
     """Power check: the same test must reject the longest-of-independent-samples verifier, even with fewer
     samples than the lossless runs get."""
     model, ids = small
