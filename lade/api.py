@@ -24,7 +24,8 @@ def generate(
     Takes and returns what `model.generate` takes and returns; with `return_stats=True`, a pair
     (that output, LookaheadStats). lookahead_config: a LookaheadConfig, a dict of its fields, "auto" (lade.cost
     chooses for this model and device) or None (the defaults). The attention mask defaults to all ones (never
-    inferred from pad ids).
+    inferred from pad ids). lookahead_latency=: a latency model (q -> seconds) for "auto" and adaptive drafts to use
+    instead of measuring this model's profile.
     """
     return generate_with(lookahead_generate, model, input_ids, lookahead_config, attention_mask, generation_config,
                          return_stats, **generation_kwargs)

@@ -12,6 +12,13 @@ class UnsupportedCacheError(ValueError):
     pass
 
 
+def new_cache(model) -> Cache:
+    """The cache lade builds when generate handed none (e.g. use_cache=False)."""
+    if model.config.is_encoder_decoder:
+        return EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    return DynamicCache(config=model.config)
+
+
 def self_attention_cache(cache: Cache) -> DynamicCache:
     """The cache whose length grows with decoding (the decoder self-attention part of an encoder-decoder cache)."""
     return cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache

@@ -4,28 +4,31 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .drafters.registry import drafter_names, registered
+
 ATTENTION_PATHS = ("auto", "mask", "split", "flex")
-DRAFTS = ("lookahead", "retrieval", "recycling", "merged")
 MAX_STEP_TOKENS = 4096  # most tokens one step may feed: 1 + (W + G)(N - 1); beyond it a step is a prefill, not a guess
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LookaheadConfig:
-    """Parameters of lookahead decoding.
+    """Parameters of lookahead decoding (keyword-only: LookaheadConfig(window_size=5, ngram_size=4, ...)).
 
-    draft: what proposes each step's candidates (lade/drafters/):
+    draft: the registered drafter that proposes each step's candidates (lade.drafters.register; lade/drafters/):
         "lookahead" (the paper's): the Jacobi window and the n-gram pool, G continuations of the last token per step;
         "retrieval": continuations of the longest suffix of the output seen before in the prompt, output or source;
         "recycling": a tree of successors from the model's own top-k predictions at every row of earlier steps;
         "merged": retrieval, recycling and (with window_size > 0) the window's n-grams in one tree.
         The last three plan a tree of at most `step_budget` nodes by estimated acceptance.
-    adaptive: (retrieval, recycling, merged) cut each step's tree where the expected tokens per second of this
-        model on this device peak, down to a plain one-token step; what `lade.auto_config` returns.
-    step_budget: most draft nodes a step of the retrieval, recycling or merged drafts feeds.
-    recycling_width: successors kept per token for recycling (the adjacency table's k).
-    window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level); default 5 for the
-        lookahead draft, 0 (no window) for the others. With draft="lookahead", 0 drops the window: only n-grams from
-        the prompt and the output are verified (prompt-lookup style, the cheapest steps).
+    draft_options: the drafter's own settings (None: its defaults; a dict of its fields, or its options object),
+        validated by the drafter's options class, e.g. draft_options=dict(recycling_width=4) for "recycling".
+    adaptive: (drafters registered adaptive: retrieval, recycling, merged) cut each step's tree where the expected
+        tokens per second of this model on this device peak, down to a plain one-token step; what
+        `lade.auto_config` returns.
+    step_budget: most draft nodes a step of a tree-planning draft (every built-in one but lookahead) feeds.
+    window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level); None takes the
+        drafter's default (5 for the lookahead draft, 0, no window, for the others). With draft="lookahead", 0
+        drops the window: only n-grams from the prompt and the output are verified (prompt-lookup style).
     ngram_size (N): length of the n-grams collected and verified; the window keeps N-1 levels.
     guess_set_size (G): most candidate continuations verified per step.
     pool_capacity: continuations the pool keeps per key (None: G, the reference behaviour). Above G, the G
@@ -47,10 +50,8 @@ class LookaheadConfig:
         output whatever the drafts, step sizes or timings; None draws a key from torch's default generator, so
         `torch.manual_seed(...)` before the call makes it reproducible, as with plain `generate`.
     sample_window: under do_sample=True, draw the window's next Jacobi level from the processed distributions
-        instead of taking the argmax (speed only: output follows the same distribution either way). Default
-        argmax: on SmolLM2-135M (4 MT-Bench/HumanEval prompts, 40 tokens, `python -m lade.sampling_bench`)
-        compression was 1.54 vs 1.76 (sampled) at temperature 0.3, 1.32 vs 1.31 at 0.7, 1.18 vs 1.19 at 1.0:
-        a gain only at low temperature on a small sample, for an extra processors call per step.
+        instead of taking the argmax (speed only: output follows the same distribution either way); it costs an
+        extra processors call per step and pays, if at all, at low temperature.
     enabled: False runs plain decoding (one token per step) through the same loop; what
         `lade.auto_config` returns when no lookahead config is predicted to beat plain decoding.
     """
@@ -70,34 +71,20 @@ class LookaheadConfig:
     draft: str = "lookahead"
     adaptive: bool = False
     step_budget: int = 16
-    recycling_width: int = 8
+    draft_options: object = None
 
     def __post_init__(self) -> None:
-        if self.draft not in DRAFTS:
-            raise ValueError(f"draft must be one of {DRAFTS}, got {self.draft!r}")
+        drafter = registered(self.draft)  # a clear error naming the registered drafters
         if self.window_size is None:
-            object.__setattr__(self, "window_size", 5 if self.draft == "lookahead" else 0)
+            object.__setattr__(self, "window_size", drafter.window_size)
         _check_int("window_size", self.window_size, 0, 1024)
         _check_int("step_budget", self.step_budget, 1, 1024)
-        _check_int("recycling_width", self.recycling_width, 1, 64)
-        if self.draft in ("retrieval", "recycling") and self.window_size:
-            raise ValueError(f"draft={self.draft!r} drafts alone, without the Jacobi window: set window_size=0, or "
-                             "draft='merged' to combine the window with retrieval and recycling")
-        if self.adaptive and self.draft == "lookahead":
-            raise ValueError("adaptive steps plan a tree by estimated acceptance: use draft='merged' (or 'retrieval' "
-                             "/ 'recycling') with adaptive=True")
         _check_int("ngram_size", self.ngram_size, 2, 64)
         _check_int("guess_set_size", self.guess_set_size, 0, 1024)
         _check_int("seed", self.seed, 0, 2**63 - 1)
         if self.pool_capacity is not None:
             _check_int("pool_capacity", self.pool_capacity, max(self.guess_set_size, 1), 1 << 16)
         _check_int("pool_match_tokens", self.pool_match_tokens, 1, 2)
-        if self.draft == "lookahead" and self.window_size == 0 and (
-                self.guess_set_size == 0 or not (self.pool_from_prompt or self.pool_from_output)):
-            raise ValueError(
-                "window_size=0 leaves only the n-gram pool, so it needs guess_set_size >= 1 and pool_from_prompt or "
-                "pool_from_output; for plain decoding use LookaheadConfig(enabled=False)"
-            )
         if self.sampling_seed is not None:
             _check_int("sampling_seed", self.sampling_seed, 0, 2**63 - 1)
         for name in ("pool_from_prompt", "pool_from_output", "sample_window", "enabled", "adaptive"):
@@ -105,6 +92,13 @@ class LookaheadConfig:
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_PATHS:
             raise ValueError(f"attention must be one of {ATTENTION_PATHS}, got {self.attention!r}")
+        object.__setattr__(self, "draft_options", drafter.options_for(self.draft_options))
+        if self.adaptive and not drafter.adaptive:
+            adaptive = [name for name in drafter_names() if registered(name).adaptive]
+            raise ValueError(f"adaptive steps plan a tree from the latency model, which draft={self.draft!r} does not: "
+                             f"use one of {adaptive} with adaptive=True, or adaptive=False")
+        if drafter.check is not None:
+            drafter.check(self)  # the drafter's own rules on the shared fields
         if self.max_step_tokens() > MAX_STEP_TOKENS:
             raise ValueError(
                 f"LookaheadConfig(window_size={self.window_size}, ngram_size={self.ngram_size}, guess_set_size="
@@ -169,10 +163,10 @@ class LookaheadConfig:
         return self.ngram_size - 1
 
     def max_step_tokens(self) -> int:
-        """Upper bound of the tokens fed in one steady step: 1 + W(N-1) + G(N-1) for the lookahead draft, 1 + W(N-1)
-        + step_budget for the others."""
-        guesses = self.guess_set_size * self.levels if self.draft == "lookahead" else self.step_budget
-        return 1 + self.window_size * self.levels + guesses
+        """Upper bound of the tokens fed in one steady step: the last token, N-1 window levels of W, and the
+        drafter's tree: 1 + (W + G)(N - 1) for the lookahead draft (G guesses of N-1 tokens), 1 + W(N-1) +
+        step_budget for the tree-planning drafts."""
+        return 1 + self.window_size * self.levels + registered(self.draft).max_tree_nodes(self)
 
     def to_dict(self) -> dict:
         return asdict(self)

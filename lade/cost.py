@@ -44,7 +44,7 @@ from .tree import TokenTree
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
 SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to during the measurement
-HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain decoding's (measured ~0.5 ms on CPU)
+HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain decoding's, in seconds
 MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
 TASKS = ("chat", "code", "mixed")
 STEP_VERSION = 2  # bumped when a step's forward changes cost (v2: masked sdpa steps read grouped heads in place)

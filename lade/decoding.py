@@ -8,26 +8,29 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 
 import torch
 from transformers import GenerationConfig
+from transformers.cache_utils import Cache
 from transformers.generation.logits_process import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
-from .cache import crop, self_attention_cache
+from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
 from .cost import HOST_S, latency_profile
-from .drafters import make_drafter
-from .encoder_decoder import model_call, new_cache
+from .drafters import RowContext, make_drafter
+from .encoder_decoder import EncoderDecoderCall
 from .loop import Run, decode
+from .model_call import ModelCall
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
 from .rope import Positions, frequencies_kept
 from .rows import Row, pad_rows
 from .sampling import TokenChooser
-from .strategy import LocalStrategy
+from .strategy import LocalStrategy, Strategy
 
 
 def lookahead_generate(
@@ -42,6 +45,8 @@ def lookahead_generate(
     lookahead_streamer=None,
     lookahead_source_ids: torch.Tensor | None = None,
     lookahead_strategy=None,
+    lookahead_latency: Callable[[float], float] | None = None,
+    lookahead_model_call: type[ModelCall] | None = None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
@@ -52,16 +57,16 @@ def lookahead_generate(
     prompt from transformers itself, before lade runs). lookahead_source_ids ([1, S]): an encoder-decoder model's
     source tokens, whose n-grams also seed the pool (`lade.generate` passes them). lookahead_strategy: builds the
     loop's strategy from (model, input_ids, generation_config, logits_processor, model_kwargs, lookahead_config);
-    None decodes in this process (lade.distributed passes lookahead parallelism's).
+    None decodes in this process (lade.distributed passes lookahead parallelism's). lookahead_latency: the latency
+    model (q -> seconds of a q-token step, e.g. a lade.cost.LatencyProfile) that "auto" and adaptive drafts use;
+    None measures this model's profile once (cached). lookahead_model_call: the class of a decoder-only model's call
+    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
     """
     gen, processors = generation_config, logits_processor
-    strategy = LocalStrategy() if lookahead_strategy is None else \
+    strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
-    prompt_streamed = caller.get("streamer") is not None  # transformers put the prompt into it already
-    if prompt_streamed and lookahead_streamer is not None:
-        raise ValueError("pass one streamer: streamer= or lookahead_streamer=, not both")
-    streamer = lookahead_streamer or caller.get("streamer") or streamer
+    streamer, prompt_streamed = _streamer(caller, streamer, lookahead_streamer)
     cache = model_kwargs.get(CACHE_KWARG) if model_kwargs.get(CACHE_KWARG) is not None else new_cache(model)
 
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model, keeping the
@@ -71,33 +76,25 @@ def lookahead_generate(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
                                      bool(synced_gpus or caller.get("synced_gpus")), streamer,
                                      caller.get("assistant_model")),
-            lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts),
+            lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts,
+                                   latency=lookahead_latency),
         )
+        requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
+        latency = _drafting_latency(model, config, requested, lookahead_latency)
 
-    # 2. the rows, the model call and how tokens are chosen
-    keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
-    keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
+    # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
-    with frequencies_kept(model):
-        latency = latency_profile(model) if config.adaptive and config.enabled else None
-    vocab = model.get_output_embeddings().out_features if model.get_output_embeddings() is not None else \
-        model.config.get_text_config(decoder=True).vocab_size
-    rows = [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
-                make_drafter(config, input_ids[b, pads[b] :], source, vocab, latency, HOST_S),
-                _row_processors(processors, b), strategy.stats_type(), [] if keep_scores else None,
-                [] if keep_logits else None)
-            for b in range(input_ids.shape[0])]
-    attention_mask = model_kwargs.get("attention_mask") if any(pads) else None
-    run = Run(model_call(model, cache, model_kwargs, config.attention), cache,
-              TokenChooser.for_generation(bool(gen.do_sample), config, input_ids.device), strategy, stopping_criteria,
-              streamer, strategy.stats_type(), keep_scores, Positions.of(model), model.device)
+    rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
+    call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
+    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
     # 3. the loop
     start = time.perf_counter()
     with strategy.guard():
-        decode(run, rows, input_ids, attention_mask, self_attention_cache(cache).get_seq_length())
+        decode(run, rows, input_ids, model_kwargs.get("attention_mask") if any(pads) else None,
+               self_attention_cache(cache).get_seq_length())
     strategy.finish()
     run.stats.total_time_s = time.perf_counter() - start
     if streamer is not None:
@@ -105,12 +102,70 @@ def lookahead_generate(
     return _output(model, rows, gen, run, strategy)
 
 
-def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: LocalStrategy):
+def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None, bool]:
+    """-> (the one streamer, whether transformers put the prompt into it already)."""
+    prompt_streamed = caller.get("streamer") is not None
+    if prompt_streamed and lookahead_streamer is not None:
+        raise ValueError("pass one streamer: streamer= or lookahead_streamer=, not both")
+    return lookahead_streamer or caller.get("streamer") or streamer, prompt_streamed
+
+
+def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None
+                      ) -> Callable[[float], float] | None:
+    """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile."""
+    if latency is not None and not config.adaptive and not isinstance(requested, str):
+        raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
+                         f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
+    if not (config.adaptive and config.enabled):
+        return None
+    return latency if latency is not None else latency_profile(model)
+
+
+def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
+          processors: LogitsProcessorList, strategy: Strategy, source: torch.Tensor | None,
+          latency: Callable[[float], float] | None) -> list[Row]:
+    """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
+    keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
+    keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
+    head = model.get_output_embeddings()
+    vocab = head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+    return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
+                make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S)),
+                _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
+                [] if keep_logits else None)
+            for b in range(input_ids.shape[0])]
+
+
+def _run(call: ModelCall, model, config: LookaheadConfig, gen: GenerationConfig,
+         stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device) -> Run:
+    """What every step shares: the model call, how tokens are chosen, stopping, streaming, the batch's stats."""
+    keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
+    return Run(call, call.cache,
+               TokenChooser.for_generation(bool(gen.do_sample), config, device), strategy, stopping_criteria,
+               streamer, strategy.new_stats(), keep_scores, Positions.of(model), model.device)
+
+
+def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder_only: type[ModelCall]) -> ModelCall:
+    """The decoder-only call (of class `decoder_only`), or an encoder-decoder model's decoder call over the encoder
+    output generate prepared."""
+    if not model.config.is_encoder_decoder:
+        return decoder_only(model, cache, attention)
+    if decoder_only is not ModelCall:
+        raise ValueError("lookahead_model_call replaces the call of decoder-only models; drop it for encoder-decoder "
+                         "models")
+    if model_kwargs.get("encoder_outputs") is None:
+        raise ValueError("encoder-decoder lookahead needs the encoder_outputs that model.generate prepares; call "
+                         "model.generate(..., custom_generate=lade.lookahead_generate) or lade.generate")
+    return EncoderDecoderCall(model, cache, attention, model_kwargs["encoder_outputs"],
+                              model_kwargs.get("attention_mask"))
+
+
+def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: Strategy):
     """What `model.generate` returns: the sequences, or with return_dict_in_generate an output object (scores,
     logits and the cache for one sequence, exactly as plain generate leaves them)."""
     one = rows[0] if len(rows) == 1 else None
     pad_id = pad_token_tensor(gen)
-    sequences = one.ids if one is not None else pad_rows(rows, gen.pad_token_id if pad_id is None else pad_id)
+    sequences = one.ids.clone() if one is not None else pad_rows(rows, gen.pad_token_id if pad_id is None else pad_id)
     if not gen.return_dict_in_generate:
         return sequences
     cache = run.cache if one is not None and strategy.returns_cache and gen.use_cache else None  # use_cache=False: none

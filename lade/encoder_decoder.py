@@ -9,7 +9,7 @@ the family's position adapter (lade.adapters), which lasts that forward in this 
 from __future__ import annotations
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import Cache
 
 from .adapters import adapter_for
 from .model_call import ModelCall
@@ -40,20 +40,3 @@ class EncoderDecoderCall(ModelCall):
                 use_cache=True, return_dict=True, **{self._cache_kwarg: self.cache},
             )
         return out.logits.float()  # [1, q, V]
-
-
-def new_cache(model) -> Cache:
-    """The cache lade builds when generate handed none (e.g. use_cache=False)."""
-    if model.config.is_encoder_decoder:
-        return EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
-    return DynamicCache(config=model.config)
-
-
-def model_call(model, cache: Cache, model_kwargs: dict, attention: str) -> ModelCall:
-    if not model.config.is_encoder_decoder:
-        return ModelCall(model, cache, attention)
-    if model_kwargs.get("encoder_outputs") is None:
-        raise ValueError("encoder-decoder lookahead needs the encoder_outputs that model.generate prepares; call "
-                         "model.generate(..., custom_generate=lade.lookahead_generate) or lade.generate")
-    return EncoderDecoderCall(model, cache, attention, model_kwargs["encoder_outputs"],
-                              model_kwargs.get("attention_mask"))

@@ -27,7 +27,7 @@ from .outputs import LookaheadStats
 from .rope import Positions
 from .rows import Row
 from .sampling import TokenChooser
-from .strategy import LocalStrategy
+from .strategy import Strategy
 from .tree import TokenTree
 
 
@@ -38,7 +38,7 @@ class Run:
     call: ModelCall
     cache: Cache
     choose: TokenChooser
-    strategy: LocalStrategy
+    strategy: Strategy
     stopping_criteria: StoppingCriteriaList
     streamer: object | None
     stats: LookaheadStats

@@ -6,9 +6,8 @@ activations break that at near-ties (a ~1e-3 rounding difference flips an argmax
 - bitsandbytes computes activations in reduced precision: 8-bit (LLM.int8) casts them to fp16 and
   rounds them to int8 (with `llm_int8_threshold > 0` its fp16 outlier columns are even chosen over all
   tokens of the step); 4-bit (NF4 / FP4, double quantization) on the CPU runs a fused kernel in bf16
-  whatever `bnb_4bit_compute_dtype` says. Measured on this CPU: tiny random models match plain greedy,
-  SmolLM2-135M drifts from plain greedy within 48 tokens in 8-bit (threshold 6.0 and 0.0) and in NF4.
-  lade decodes these models and warns.
+  whatever `bnb_4bit_compute_dtype` says, so a real model's greedy output may drift from plain greedy at
+  near-ties. lade decodes these models and warns.
 - AWQ (through gptqmodel, which transformers uses for `quant_method="awq"`): int4 weights with group
   scales and zeros; on the CPU a torch int4 matmul in the activation dtype; rows are independent.
 - GGUF: transformers dequantizes the weights while loading, so the model is a plain float model.

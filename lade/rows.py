@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import torch
 from transformers.generation.logits_process import LogitsProcessorList
@@ -23,7 +23,7 @@ class Row:
 
     index: int  # row in the input batch
     pad: int  # left-padding slots
-    ids: torch.Tensor  # [1, S]
+    prompt: InitVar[torch.Tensor]  # [1, P] the row's left padding and prompt
     cached: int
     drafter: Drafter
     processors: LogitsProcessorList  # this row's view of the batch's processors
@@ -31,6 +31,17 @@ class Row:
     scores: list[torch.Tensor] | None = None  # [1, V] processed scores per new token, when kept
     logits: list[torch.Tensor] | None = None  # [1, V] raw logits per new token, when kept
     finished: bool = False
+
+    def __post_init__(self, prompt: torch.Tensor) -> None:
+        # ids live in a buffer grown by doubling (gpt-fast preallocates the same way): appending stays linear
+        self._buffer = prompt.new_empty((1, prompt.shape[1] + 64))  # [1, capacity]
+        self._buffer[:, : prompt.shape[1]] = prompt
+        self._length = prompt.shape[1]
+
+    @property
+    def ids(self) -> torch.Tensor:
+        """[1, S] left padding, prompt and accepted tokens (a view of the buffer)."""
+        return self._buffer[:, : self._length]
 
     @property
     def tokens(self) -> torch.Tensor:
@@ -46,9 +57,12 @@ class Row:
              stopping_criteria: StoppingCriteriaList, streamer=None) -> int:
         """Append tokens one by one until a stopping criterion fires; return how many were taken.
         scores: [1, V] per token (or empty); logits: [len(tokens), V] (or None)."""
+        self._reserve(len(tokens))
+        start = self._length
+        self._buffer[0, start : start + len(tokens)] = self._buffer.new_tensor(tokens)  # [T], one copy per step
         taken = 0
-        for i, token in enumerate(tokens):
-            self.ids = torch.cat([self.ids, self.ids.new_tensor([[token]])], dim=1)  # [1, S + 1]
+        for i in range(len(tokens)):
+            self._length += 1
             taken += 1
             if self.scores is not None:
                 self.scores.append(scores[i])
@@ -61,6 +75,14 @@ class Row:
                 break
         self.stats.record_step(taken)
         return taken
+
+    def _reserve(self, extra: int) -> None:
+        """Room for `extra` more tokens, doubling the buffer when it is full."""
+        if self._length + extra <= self._buffer.shape[1]:
+            return
+        grown = self._buffer.new_empty((1, max(2 * self._buffer.shape[1], self._length + extra)))  # [1, capacity]
+        grown[:, : self._length] = self.ids
+        self._buffer = grown
 
 
 def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

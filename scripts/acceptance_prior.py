@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import lade
-import lade.decoding
+from lade.drafters import register, registered, unregister
 from lade.lab.models import load_model
 from lade.lab.prompts import encode_chat, load_prompts
 
@@ -35,20 +35,24 @@ def main() -> None:
     torch.set_num_threads(1)
     model, tokenizer = load_model(args.model)
     drafters = []
-    make = lade.decoding.make_drafter
+    merged = registered("merged")
 
-    def keep(*a, **k):
-        drafters.append(make(*a, **k))
+    def kept(config, row):
+        """The merged drafter, kept to read its acceptance counts afterwards."""
+        drafters.append(merged.factory(config, row))
         return drafters[-1]
 
-    lade.decoding.make_drafter = keep
-    config = lade.LookaheadConfig(draft="merged", step_budget=args.budget, window_size=4, ngram_size=4,
+    register("merged-kept", kept, options=merged.options, check=merged.check, adaptive=merged.adaptive)
+    config = lade.LookaheadConfig(draft="merged-kept", step_budget=args.budget, window_size=4, ngram_size=4,
                                   guess_set_size=4)
-    for name in args.sets.split(","):
-        for row in load_prompts(name, args.per_set):
-            ids, mask = encode_chat(tokenizer, row["prompt"])
-            lade.generate(model, ids, config, attention_mask=mask, do_sample=False, max_new_tokens=args.max_new_tokens,
-                          eos_token_id=None)
+    try:
+        for name in args.sets.split(","):
+            for row in load_prompts(name, args.per_set):
+                ids, mask = encode_chat(tokenizer, row["prompt"])
+                lade.generate(model, ids, config, attention_mask=mask, do_sample=False,
+                              max_new_tokens=args.max_new_tokens, eos_token_id=None)
+    finally:
+        unregister("merged-kept")
     tested, accepted = {}, {}
     for drafter in drafters:
         for kind, n in drafter.stats.tested.items():

@@ -18,10 +18,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import lade
-import lade.auto
-import lade.decoding
 from lade.cost import LatencyProfile, latency_profile, measure_latency
-from lade.drafters.merged import StepCost
 from lade.lab.models import load_model
 from lade.lab.paths import results_dir
 from lade.lab.prompts import encode_chat, load_prompts
@@ -40,27 +37,20 @@ def llama_1b(vocab_size: int) -> LlamaForCausalLM:
 
 
 def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, online: bool) -> dict:
-    """SmolLM2 decodes with `lookahead_config="auto"`, its planner costing steps with `profile`; without `online`
-    the planner's correction from timed steps is off (the steps are SmolLM2's, so it would pull every profile
-    towards SmolLM2's own costs: right in use, but not what this comparison asks)."""
-    real, observe = lade.decoding.latency_profile, StepCost.observe
-    lade.decoding.latency_profile = lade.auto.latency_profile = lambda _model, **_: profile
-    if not online:
-        StepCost.observe = lambda self, q, seconds: None
-    try:
-        config = lade.auto_config(model)
-        fed, new, steps = [], 0, 0
-        for ids, mask in prompts:
-            out, _, timer = timed_generate(model, ids, mask, config, dict(do_sample=False, eos_token_id=None,
-                                                                          max_new_tokens=max_new_tokens))
-            fed += timer.fed[1:]
-            new, steps = new + out.numel(), steps + timer.calls
-    finally:
-        lade.decoding.latency_profile = lade.auto.latency_profile = real
-        StepCost.observe = observe
+    """SmolLM2 decodes with `lookahead_config="auto"`, its planner costing steps with `profile` (passed in as the
+    latency model); without `online` the planner's correction from timed steps is off (the steps are SmolLM2's, so it
+    would pull every profile towards SmolLM2's own costs: right in use, but not what this comparison asks)."""
+    config = lade.auto_config(model, latency=profile, draft_options=dict(correct_latency=online))
+    fed, new, steps = [], 0, 0
+    for ids, mask in prompts:
+        out, _, timer = timed_generate(model, ids, mask, config, dict(do_sample=False, eos_token_id=None,
+                                                                      max_new_tokens=max_new_tokens,
+                                                                      lookahead_latency=profile))
+        fed += timer.fed[1:]
+        new, steps = new + out.numel(), steps + timer.calls
     return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed),
-            "one_token_steps": fed.count(1) / len(fed), "compression": new / steps, "latency_ratio_4": profile(4) / profile(1),
-            "latency_ratio_16": profile(16) / profile(1)}
+            "one_token_steps": fed.count(1) / len(fed), "compression": new / steps,
+            "latency_ratio_4": profile(4) / profile(1), "latency_ratio_16": profile(16) / profile(1)}
 
 
 def main() -> None:

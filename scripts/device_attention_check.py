@@ -128,7 +128,7 @@ def _flash_model_check(device: torch.device, greedy: dict) -> dict:
     for i in range(4):
         ids = random_prompt(600 + i).to(device)
         want = model.generate(ids, attention_mask=torch.ones_like(ids), **greedy)
-        got = lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4), **greedy)
+        got = lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4), **greedy)
         agree.append(float((got == want).float().mean()))
     return dict(chosen=lade.attention.choose_attention("auto", model), token_agreement=agree,
                 implementation_after=model.config._attn_implementation)

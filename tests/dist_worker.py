@@ -87,14 +87,17 @@ def errors(rank: int) -> None:
     model = tiny_model("llama", "sdpa")
     ids = random_prompt(3)
     run = lambda ids=ids, cfg=CONFIGS[0], **kw: lade.distributed.generate(model, ids, cfg, **{**GREEDY, **kw})
-    expect_error("window_size=1 cannot be sharded across 2 ranks", lambda: run(cfg=lade.LookaheadConfig(1, 3, 2)))
+    expect_error("window_size=1 cannot be sharded across 2 ranks",
+                 lambda: run(cfg=lade.LookaheadConfig(window_size=1, ngram_size=3, guess_set_size=2)))
     expect_error("ranks disagree on prompt_length", lambda: run(ids=random_prompt(3, length=20 + rank)))
-    expect_error("ranks disagree on lookahead_config", lambda: run(cfg=lade.LookaheadConfig(4, 3, 4 + rank)))
+    expect_error("ranks disagree on lookahead_config",
+                 lambda: run(cfg=lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4 + rank)))
     expect_error("draft='lookahead'", lambda: run(cfg=lade.LookaheadConfig(draft="merged")))
-    sampled_window = lade.LookaheadConfig(4, 3, 4, sample_window=True)
+    sampled_window = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sample_window=True)
     expect_error("set sample_window=False", lambda: run(cfg=sampled_window, do_sample=True))
     shard_error = "cannot be sharded" if rank == 1 else "rank(s) [1] refused their inputs"
-    expect_error(shard_error, lambda: run(cfg=lade.LookaheadConfig(4 - 3 * rank, 3, 4)))
+    expect_error(shard_error,
+                 lambda: run(cfg=lade.LookaheadConfig(window_size=4 - 3 * rank, ngram_size=3, guess_set_size=4)))
     assert torch.equal(run(), plain(model, ids)), "the group must stay usable after refused inputs"
     print(f"RANK {rank} ERRORS OK", flush=True)
 

@@ -63,8 +63,10 @@ def _config(rng: random.Random, sampling: bool) -> dict[str, Any]:
                       attention=rng.choice(["auto", "auto", "mask", "split", "flex"]), seed=rng.randint(0, 9),
                       enabled=rng.random() < 0.95, draft=draft)
         if draft != "lookahead":
-            fields.update(adaptive=rng.random() < 0.5, step_budget=rng.choice([1, 4, 8, 16, 32]),
-                          recycling_width=rng.choice([1, 4, 8]))
+            fields.update(adaptive=rng.random() < 0.5, step_budget=rng.choice([1, 4, 8, 16, 32]))
+            width = rng.choice([1, 4, 8])  # drawn for every draft, so the random stream of later cases stays put
+            if draft != "retrieval":
+                fields["draft_options"] = dict(recycling_width=width)
             if draft != "merged":
                 fields["window_size"] = 0
         if rng.random() < 0.3:

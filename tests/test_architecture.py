@@ -153,12 +153,13 @@ CORE_SCRIPT = textwrap.dedent("""
     kw = dict(max_new_tokens=16, eos_token_id=None, pad_token_id=0)
     ids = random_prompt(1)
     plain = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, **kw)
-    assert torch.equal(lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4), do_sample=False, **kw), plain)
+    config = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4)
+    assert torch.equal(lade.generate(model, ids, config, do_sample=False, **kw), plain)
     batch, mask = lade.left_pad([random_prompt(2)[0], random_prompt(3, length=9)[0]], 0)
     plain = model.generate(batch, attention_mask=mask, do_sample=False, **kw)
-    assert torch.equal(lade.generate(model, batch, lade.LookaheadConfig(4, 3, 4), attention_mask=mask,
-                                     do_sample=False, **kw), plain)
-    sampled = lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4, sampling_seed=1), do_sample=True, **kw)
+    assert torch.equal(lade.generate(model, batch, config, attention_mask=mask, do_sample=False, **kw), plain)
+    seeded = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sampling_seed=1)
+    sampled = lade.generate(model, ids, seeded, do_sample=True, **kw)
     assert sampled.shape == (1, ids.shape[1] + 16)
     try:
         import lade.lab
@@ -187,6 +188,7 @@ def test_custom_generate_folder_from_a_local_path():
     ids = random_prompt(4)
     kw = dict(attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24, eos_token_id=None)
     out, stats = model.generate(ids, custom_generate=str(REPO), trust_remote_code=True,
-                                lookahead_config=lade.LookaheadConfig(4, 3, 4), return_stats=True, **kw)
+                                lookahead_config=lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
+                                return_stats=True, **kw)
     assert torch.equal(out, model.generate(ids, **kw))
     assert stats.steps < 24

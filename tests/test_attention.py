@@ -152,11 +152,13 @@ def test_flash_attention_2_model_is_routed_to_split_and_decodes_exactly():
     for i in range(2):
         ids = random_prompt(400 + i)
         want = reference.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY)
-        out, stats = lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4), return_stats=True, **GREEDY)
+        out, stats = lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
+                                   return_stats=True, **GREEDY)
         assert torch.equal(out, want), f"prompt {i}"
         assert model.config._attn_implementation == "flash_attention_2"
     with pytest.raises(ValueError, match="attention='auto'"):
-        lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4, attention="mask"), **GREEDY)
+        lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, attention="mask"),
+                      **GREEDY)
 
 
 def test_implementation_restored_when_a_forward_raises():

@@ -196,7 +196,7 @@ def test_stacked_layouts_pad_with_self_only_dummies():
 def test_batched_sampling_top_k_1_is_greedy_and_seeded_runs_repeat():
     model = tiny_model("qwen2", "sdpa")
     ids, mask = left_pad([random_prompt(60, length=18)[0], random_prompt(61, length=7)[0]])
-    cfg = lade.LookaheadConfig(4, 3, 4, sampling_seed=5)
+    cfg = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sampling_seed=5)
     kw = dict(max_new_tokens=24, pad_token_id=PAD, eos_token_id=None)
     greedy = model.generate(ids, attention_mask=mask, do_sample=False, **kw)
     top1 = lade.generate(model, ids, cfg, attention_mask=mask, do_sample=True, top_k=1, **kw)

@@ -115,7 +115,8 @@ def test_method_parsing():
     assert Method.parse("auto").lookahead == "auto:mixed" and Method.parse("auto:code").name == "lade-auto(code)"
     assert parse_config("5,7,7") == (5, 7, 7) and parse_config("8,0,2,16,2") == (8, 0, 2, 16, 2)
     pool_only = Method.parse("lade:8,0,2,16,2")
-    assert pool_only.lookahead == lade.LookaheadConfig(0, 8, 2, pool_capacity=16, pool_match_tokens=2)
+    assert pool_only.lookahead == lade.LookaheadConfig(window_size=0, ngram_size=8, guess_set_size=2, pool_capacity=16,
+                                                       pool_match_tokens=2)
     assert pool_only.config_label() == "8,0,2,16,2" and Method.parse("lade:4,5,6").config_label() == "4,5,6"
     for bad in ("4,5", "a,b,c", "4,5,5,5"):
         with pytest.raises(ValueError, match="N,W,G"):

@@ -46,7 +46,8 @@ def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen3"])
 def test_lookahead_greedy_equals_plain_greedy_of_the_packed_model(arch):
     model = lade.pack_cpu_linears(tiny_model(arch, "eager" if arch == "gpt2" else "sdpa"))
-    for i, config in enumerate((lade.LookaheadConfig(4, 3, 4), lade.LookaheadConfig(draft="merged", step_budget=8))):
+    for i, config in enumerate((lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
+                                lade.LookaheadConfig(draft="merged", step_budget=8))):
         ids = random_prompt(500 + i, length=40)
         want = model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY)
         assert torch.equal(lade.generate(model, ids, config, **GREEDY), want), config

@@ -95,8 +95,9 @@ def test_rank_failure_is_an_error_on_every_rank(mode):
 
 def test_no_process_group_is_a_clear_error():
     model = tiny_model("llama")
+    config = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4)
     with pytest.raises(ValueError, match="needs an initialised torch.distributed process group"):
-        lade.distributed.generate(model, random_prompt(0), lade.LookaheadConfig(4, 3, 4), max_new_tokens=5)
+        lade.distributed.generate(model, random_prompt(0), config, max_new_tokens=5)
 
 
 @torch.no_grad()

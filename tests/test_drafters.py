@@ -3,12 +3,15 @@ on synthetic latency and acceptance; every drafter exact under greedy decoding a
 
 import itertools
 import random
+from dataclasses import dataclass
 
 import pytest
 import torch
+from transformers import GenerationConfig
 
 import lade
-from lade.drafters import Outcome, make_drafter
+from lade.distributed.checks import check_parallel_generation
+from lade.drafters import Draft, Outcome, RecyclingOptions, RowContext, register, unregister
 from lade.drafters.acceptance import AcceptanceStats
 from lade.drafters.planner import Lead, plan_tree
 from lade.drafters.recycling import AdjacencyTable
@@ -19,7 +22,7 @@ from tiny_seq2seq import tiny_seq2seq
 
 DRAFTS = [
     lade.LookaheadConfig(draft="retrieval", step_budget=8),
-    lade.LookaheadConfig(draft="recycling", step_budget=12, recycling_width=4),
+    lade.LookaheadConfig(draft="recycling", step_budget=12, draft_options=dict(recycling_width=4)),
     lade.LookaheadConfig(draft="merged", step_budget=16, window_size=3, ngram_size=3, guess_set_size=3),
     lade.LookaheadConfig(draft="merged", step_budget=24, adaptive=True),
     lade.LookaheadConfig(draft="retrieval", step_budget=6, adaptive=True),
@@ -217,3 +220,116 @@ def test_adaptive_drafts_feed_fewer_tokens_where_they_are_rarely_accepted():
                              **GREEDY)
     _, fixed = lade.generate(model, ids, lade.LookaheadConfig(draft="merged"), return_stats=True, **GREEDY)
     assert stats.steps >= fixed.steps  # fewer tokens accepted per step: it drafted less
+
+
+NO_WINDOW = torch.empty(0, 0, dtype=torch.long)  # [L=0, W=0]
+
+
+@dataclass(frozen=True)
+class EchoOptions:
+    length: int = 4
+
+    def __post_init__(self) -> None:
+        if isinstance(self.length, bool) or not isinstance(self.length, int) or not 1 <= self.length <= 64:
+            raise ValueError(f"length must be an integer in [1, 64], got {self.length!r}")
+
+
+class EchoDrafter:
+    """Defined outside lade (docs/drafters.md): copies what followed the last token's latest earlier occurrence."""
+
+    observes_logits = False
+
+    def __init__(self, config: lade.LookaheadConfig, row: RowContext) -> None:
+        self.length = config.draft_options.length
+
+    def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
+        tokens = ids.tolist()
+        for start in range(len(tokens) - 2, -1, -1):
+            if tokens[start] == tokens[-1]:
+                return Draft(NO_WINDOW, [tuple(tokens[start + 1 : start + 1 + self.length])])
+        return Draft(NO_WINDOW, [])
+
+    def observe(self, outcome: Outcome) -> None:
+        pass
+
+
+def check_echo(config: lade.LookaheadConfig) -> None:
+    if config.window_size:
+        raise ValueError("draft='echo' feeds no Jacobi window: set window_size=0")
+
+
+@pytest.fixture
+def echo():
+    register("echo", EchoDrafter, options=EchoOptions, check=check_echo,
+             tree_nodes=lambda config: config.draft_options.length)
+    yield "echo"
+    unregister("echo")
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_drafter_registered_outside_lade_decodes_exactly(echo, arch):
+    """A drafter defined in this file, registered by name: the loop verifies whatever it proposes against the model's
+    own argmax chain, so greedy output equals plain greedy; on repeating prompts some copy is right, so some step
+    accepts more than the model's own token (its drafts really were fed and verified)."""
+    model = tiny_model(arch)
+    config = lade.LookaheadConfig(draft=echo, draft_options=dict(length=6))
+    assert config.draft_options == EchoOptions(6) and config.max_step_tokens() == 7 and config.label == "echo/16"
+    best = 0
+    for i in range(4):
+        ids = random_prompt(i, length=30, repeat=True)
+        out, stats = lade.generate(model, ids, config, return_stats=True, **GREEDY)
+        assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY)), f"prompt {i}"
+        best = max(best, max(stats.accepted_per_step))
+    assert best >= 2
+
+
+def test_registered_drafters_validate_their_own_settings(echo):
+    """Names, options and rules come from the registration: an unknown draft lists the registered ones, the options
+    class refuses bad values and unknown fields, the drafter's check refuses a window, adaptive needs a drafter that
+    plans by cost, and lookahead parallelism refuses a drafter not marked same_on_every_rank."""
+    with pytest.raises(ValueError, match=r"one of \('lookahead', 'retrieval', 'recycling', 'merged', 'echo'\)"):
+        lade.LookaheadConfig(draft="nope")
+    with pytest.raises(ValueError, match=r"length must be an integer in \[1, 64\], got 0"):
+        lade.LookaheadConfig(draft=echo, draft_options=dict(length=0))
+    with pytest.raises(ValueError, match=r"no option 'width': its draft_options are \['length'\]"):
+        lade.LookaheadConfig(draft=echo, draft_options=dict(width=3))
+    with pytest.raises(ValueError, match="set window_size=0"):
+        lade.LookaheadConfig(draft=echo, window_size=2)
+    with pytest.raises(ValueError, match=r"adaptive steps plan a tree .* use one of \['retrieval', 'recycling'"):
+        lade.LookaheadConfig(draft=echo, adaptive=True)
+    with pytest.raises(ValueError, match="takes no draft_options"):
+        lade.LookaheadConfig(draft="lookahead", draft_options=dict(length=3))
+    with pytest.raises(ValueError, match="no option 'recycling_width'"):
+        lade.LookaheadConfig(draft="retrieval", draft_options=dict(recycling_width=3))
+    with pytest.raises(ValueError, match="registered already"):
+        register(echo, EchoDrafter)
+    with pytest.raises(ValueError, match="needs a drafter registered with adaptive=True"):
+        lade.auto_config(tiny_model("llama"), latency=lambda q: 1.0, draft=echo)
+    with pytest.raises(ValueError, match="every rank must draft alike"):
+        check_parallel_generation(GenerationConfig(), lade.LookaheadConfig(draft=echo))
+    assert lade.LookaheadConfig(draft="merged", draft_options=RecyclingOptions(recycling_width=3)) == \
+        lade.LookaheadConfig(draft="merged", draft_options=dict(recycling_width=3))
+
+
+def test_the_latency_model_passed_in_is_the_one_the_planner_uses():
+    """An adaptive drafter plans with the latency model given as lookahead_latency (no measurement, no patching):
+    where any extra token costs a hundred one-token steps no drafting step can pay, so every step emits exactly one
+    token; where extra tokens are nearly free, a repeating prompt's retrieved copies are fed and accepted."""
+    model = tiny_model("llama")
+    ids = random_prompt(3, length=30, repeat=True)
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY)
+    config = lade.LookaheadConfig(draft="retrieval", adaptive=True, draft_options=dict(correct_latency=False))
+    asked = []
+
+    def steep(q: float) -> float:
+        asked.append(q)
+        return 1.0 if q <= 1 else 100.0 * q
+
+    out, stats = lade.generate(model, ids, config, lookahead_latency=steep, return_stats=True, **GREEDY)
+    assert torch.equal(out, plain) and asked and set(stats.accepted_per_step) == {1}
+    out, stats = lade.generate(model, ids, config, lookahead_latency=lambda q: 1.0 + 1e-3 * q, return_stats=True,
+                               **GREEDY)
+    assert torch.equal(out, plain) and max(stats.accepted_per_step) > 1
+    assert lade.auto_config(model, latency=steep).window_size == 0  # the static choice with this model: no window
+    with pytest.raises(ValueError, match="drop lookahead_latency"):
+        lade.generate(model, ids, lade.LookaheadConfig(), lookahead_latency=steep, **GREEDY)

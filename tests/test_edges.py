@@ -17,7 +17,7 @@ from tiny_seq2seq import tiny_seq2seq
 
 GREEDY = dict(do_sample=False, max_new_tokens=20, eos_token_id=None)
 CONFIGS = [
-    lade.LookaheadConfig(4, 3, 4),
+    lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
     lade.LookaheadConfig(window_size=0, ngram_size=5, guess_set_size=2, pool_capacity=8),
     lade.LookaheadConfig(enabled=False),
 ]
@@ -77,7 +77,8 @@ def test_drafts_never_pass_a_position_table(arch, limit):
     for seed in range(3):
         ids = random_prompt(seed, length=24)
         kw = dict(GREEDY, max_new_tokens=40)  # the sequence fills all 64 positions
-        assert torch.equal(lade.generate(model, ids, lade.LookaheadConfig(5, 4, 5), **kw), plain(model, ids, **kw))
+        config = lade.LookaheadConfig(window_size=5, ngram_size=4, guess_set_size=5)
+        assert torch.equal(lade.generate(model, ids, config, **kw), plain(model, ids, **kw))
 
 
 @pytest.mark.parametrize("family", ["bart", "t5"])

@@ -59,7 +59,7 @@ def test_dict_output_scores_and_logits_match_plain():
     ids = random_prompt(7)
     kw = dict(return_dict_in_generate=True, output_scores=True, output_logits=True, repetition_penalty=1.2)
     ref = plain(model, ids, **kw)
-    out = lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4), **GREEDY, **kw)
+    out = lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4), **GREEDY, **kw)
     assert isinstance(out, lade.LookaheadDecoderOnlyOutput)
     assert torch.equal(out.sequences, ref.sequences)
     assert len(out.scores) == len(ref.scores) == 40
@@ -83,5 +83,5 @@ def test_greedy_logits_processors_per_node(processor_kwargs):
     for i in range(6):
         ids = random_prompt(200 + i)
         kw = {**GREEDY, **processor_kwargs}
-        out = lade.generate(model, ids, lade.LookaheadConfig(4, 3, 6), **kw)
+        out = lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=6), **kw)
         assert torch.equal(out, plain(model, ids, **processor_kwargs)), f"prompt {i}"

@@ -1,6 +1,7 @@
 """Quantized models (bitsandbytes 8-bit / 4-bit, AWQ) decode through lade exactly like plain greedy on the
 same quantized model; unsupported methods and missing backends fail with a message saying what to do."""
 
+import sys
 import warnings
 
 import bitsandbytes as bnb  # lade[bnb] is part of the test environment
@@ -82,16 +83,23 @@ def test_bnb_warns_about_reduced_precision(tiny_folder, name):
 
 @pytest.mark.parametrize("method, package, extra", [("bitsandbytes", "bitsandbytes", "bnb"), ("awq", "gptqmodel", "awq")])
 def test_missing_backend_says_what_to_install(method, package, extra, monkeypatch):
-    """With the backend reported missing, decoding a model of that method names the package to install."""
-    monkeypatch.setattr(quantization, "_installed", lambda package: False)
+    """With the backend missing from the environment, decoding a model of that method names the package to install."""
+    hide_packages(monkeypatch, package)
     model = tiny_model("llama")
     model.config.quantization_config = {"quant_method": method}
     with pytest.raises(ImportError, match=rf"'{package}' package: pip install 'lade\[{extra}\]'"):
         lade.generate(model, random_prompt(0), **GREEDY)
 
 
+def hide_packages(monkeypatch, *packages: str) -> None:
+    """Make `packages` uninstalled for this test: importlib finds no spec for a module whose sys.modules entry is None
+    (the environment changes, not lade)."""
+    for package in packages:
+        monkeypatch.setitem(sys.modules, package, None)
+
+
 def test_load_model_checks_the_backend_first(tiny_folder, monkeypatch):
-    monkeypatch.setattr(quantization, "_installed", lambda package: False)
+    hide_packages(monkeypatch, "bitsandbytes", "gptqmodel")
     with pytest.raises(ImportError, match=r"pip install 'lade\[awq\]'"):
         load_model(str(tiny_folder), quantization_config=AwqConfig(bits=4))
     with pytest.raises(ImportError, match=r"pip install 'lade\[bnb\]'"):

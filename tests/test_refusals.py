@@ -24,7 +24,7 @@ from tiny_seq2seq import tiny_seq2seq
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GREEDY = dict(do_sample=False, max_new_tokens=8, eos_token_id=None)
-CFG = lade.LookaheadConfig(4, 3, 4)
+CFG = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4)
 
 
 class Stateful(LogitsProcessor):
@@ -190,6 +190,9 @@ CASES = [
     Case("config", "non-bool", config(pool_from_prompt="yes"), ValueError, "pool_from_prompt"),
     Case("config", "bad sampling seed", config(sampling_seed=-1), ValueError, "sampling_seed"),
     Case("config", "unknown attention path", config(attention="flash"), ValueError, "attention must be one of"),
+    Case("config", "unknown draft", config(draft="medusa"), ValueError, "registered drafter, one of"),
+    Case("config", "bad draft option", config(draft="recycling", draft_options=dict(recycling_width=0)), ValueError,
+         "recycling_width must be"),
     Case("step", "1024, 64, 1024", config(window_size=1024, ngram_size=64, guess_set_size=1024), ValueError,
          "129025 tokens per step.*reduce window_size"),
     Case("value", "a string", decode(config="fast"), ValueError, "'auto'"),
@@ -250,8 +253,9 @@ CASES = [
     Case("encdec", "padded decoder prompt", decode(decoder_input_ids=torch.tensor([[1, 3]]),
                                                    decoder_attention_mask=torch.tensor([[0, 1]])),
          ValueError, "padded decoder prompt", lambda: tiny_seq2seq("bart")),
-    Case("encdec", "split path", decode(config=lade.LookaheadConfig(4, 3, 4, attention="split")), ValueError,
-         "attention='mask'", lambda: tiny_seq2seq("bart")),
+    Case("encdec", "split path",
+         decode(config=lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, attention="split")),
+         ValueError, "attention='mask'", lambda: tiny_seq2seq("bart")),
     Case("cache", "sliding window", decode(), ValueError, "mistral.*sliding", lambda: tiny_model(
         "mistral", sliding_window=16)),
     Case("cache", "static", decode(cache_implementation="static"), ValueError, "DynamicCache"),

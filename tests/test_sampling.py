@@ -10,12 +10,11 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 import lade
 import lade.decoding
-import lade.encoder_decoder
-import lade.sampling
 from lade.cost import LatencyProfile, latency_profile
-from lade.rows import left_pad
 from lade.model_call import ModelCall
+from lade.rows import left_pad
 from lade.sampling import position_noise, race
+from lade.strategy import LocalStrategy
 from lade.verify import Acceptance
 from tiny_models import random_prompt, tiny_model
 
@@ -26,7 +25,8 @@ POWER_SAMPLES = 2_000
 CONFIG = lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=4)
 SETTINGS = {  # (generate kwargs, config): temperature with a prefix-dependent processor; top-k; top-p
     "temperature": (dict(temperature=0.7, top_k=0, repetition_penalty=1.3), CONFIG),
-    "top_k": (dict(temperature=1.0, top_k=4), lade.LookaheadConfig(3, 3, 4, sample_window=True)),
+    "top_k": (dict(temperature=1.0, top_k=4),
+              lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=4, sample_window=True)),
     "top_p": (dict(temperature=1.0, top_k=0, top_p=0.7), CONFIG),
 }
 
@@ -125,16 +125,25 @@ def biased_walk(tree, logits, row, keep_scores, sampler) -> Acceptance:
     return best
 
 
+class BiasedStrategy(LocalStrategy):
+    """The one-process strategy with the biased verifier in place of lade's lossless walk (injected through
+    lookahead_strategy=, as lookahead parallelism injects its own)."""
+
+    def verify(self, choose, layout, logits, row, keep_scores):
+        return biased_walk(layout.tree, logits, row, keep_scores, choose.sampler)
+
+
 @torch.no_grad()
-def lade_counts(model, ids, gen_kw, config, samples: int) -> tuple[torch.Tensor, float]:
+def lade_counts(model, ids, gen_kw, config, samples: int, strategy=None) -> tuple[torch.Tensor, float]:
     """Counts [V^3] of lade's first 3 tokens over `samples` runs of its loop, and the share of runs in which a
-    step accepted more than one token."""
+    step accepted more than one token. strategy: builds the loop's strategy (None: lade's own)."""
     processors, stopping, gen = prepared(model, ids, **gen_kw)
     ReplayCall.memo = {}
     counts, multi = torch.zeros(VOCAB**NEW, dtype=torch.long), 0
     torch.manual_seed(1234)  # sampling_seed=None: each run draws its noise key from torch's default generator
     for _ in range(samples):
-        out = lade.decoding.lookahead_generate(model, ids, processors, stopping, gen, lookahead_config=config)
+        out = lade.decoding.lookahead_generate(model, ids, processors, stopping, gen, lookahead_config=config,
+                                               lookahead_model_call=ReplayCall, lookahead_strategy=strategy)
         a, b, c = out.sequences[0, -NEW:].tolist()
         counts[(a * VOCAB + b) * VOCAB + c] += 1
         multi += max(out.lookahead_stats.accepted_per_step) > 1
@@ -162,13 +171,8 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture
-def replay(monkeypatch):
-    monkeypatch.setattr(lade.encoder_decoder, "ModelCall", ReplayCall)
-
-
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
-def test_first_tokens_follow_plain_sampling_distribution(small, replay, setting):
+def test_first_tokens_follow_plain_sampling_distribution(small, setting):
     """7,000 runs of lade's loop per setting (21,000 in all): the joint law of the first 3 tokens must fit the exact product of processed
     conditionals (chi-square, p > 1e-3); several drafts must really be verified and often accepted."""
     model, ids = small
@@ -179,13 +183,12 @@ def test_first_tokens_follow_plain_sampling_distribution(small, replay, setting)
     assert goodness_of_fit(counts, joint) > 1e-3
 
 
-def test_biased_verifier_is_rejected(small, replay, monkeypatch):
+def test_biased_verifier_is_rejected(small):
     """Power check: the same test must reject the longest-of-independent-samples verifier, even with fewer
     samples than the lossless runs get."""
     model, ids = small
-    monkeypatch.setattr(lade.sampling, "sample_walk", biased_walk)
     gen_kw, config = SETTINGS["temperature"]
-    counts, multi = lade_counts(model, ids, gen_kw, config, POWER_SAMPLES)
+    counts, multi = lade_counts(model, ids, gen_kw, config, POWER_SAMPLES, strategy=lambda *_: BiasedStrategy())
     assert multi > 0.25
     joint = exact_joint(model, ids, prepared(model, ids, **gen_kw)[0])
     assert goodness_of_fit(counts, joint) < 1e-3
@@ -230,10 +233,11 @@ def test_fixed_seed_reproduces():
     model = tiny_model("qwen2", "sdpa")
     ids = random_prompt(11)
     kw = dict(do_sample=True, temperature=1.0, top_k=0, **GREEDY)
-    run = lambda seed: lade.generate(model, ids, lade.LookaheadConfig(4, 3, 4, sampling_seed=seed), **kw)
+    run = lambda seed: lade.generate(model, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4,
+                                                                      sampling_seed=seed), **kw)
     assert torch.equal(run(7), run(7))
     assert not torch.equal(run(7), run(8))
-    window = lade.LookaheadConfig(4, 3, 4, sample_window=True)
+    window = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sample_window=True)
     outs = []
     for _ in range(2):
         torch.manual_seed(5)

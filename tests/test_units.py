@@ -167,3 +167,43 @@ def test_config_keys_name_configs_and_round_trip():
     assert LookaheadConfig.from_key((3, 1, 2), seed=7).seed == 7
     with pytest.raises(ValueError, match="config key"):
         LookaheadConfig.from_key((3, 1))
+
+
+def test_both_strategies_satisfy_the_strategy_protocol():
+    """The loop (Run.strategy) is typed against Strategy: the one-process and the distributed strategies must each
+    provide every member it declares, and make the stats object the same way (a method)."""
+    from lade.distributed.strategy import ParallelStats, ParallelStrategy
+    from lade.outputs import LookaheadStats
+    from lade.strategy import LocalStrategy, Strategy
+
+    members = set(Strategy.__annotations__) | {name for name, value in vars(Strategy).items()
+                                               if callable(value) and not name.startswith("_")}
+    assert {"new_stats", "setup", "layout", "verify", "agree", "returns_cache", "adaptive_drafts"} <= members
+    for strategy in (LocalStrategy, ParallelStrategy):
+        assert all(hasattr(strategy, name) for name in members), strategy
+    assert isinstance(LocalStrategy(), Strategy) and type(LocalStrategy().new_stats()) is LookaheadStats
+    parallel = ParallelStrategy.__new__(ParallelStrategy)
+    parallel.world = 3
+    assert parallel.new_stats() == ParallelStats(world_size=3)
+
+
+def test_row_emit_appends_in_place_and_grows_by_doubling():
+    """Row.emit writes into a preallocated buffer grown by doubling: ids always read prompt + emitted tokens, the
+    buffer is replaced O(log n) times over n tokens (not once per token), and a stop cuts exactly at its token."""
+    from transformers.generation.stopping_criteria import MaxLengthCriteria, StoppingCriteriaList
+
+    from lade.rows import Row
+
+    prompt = torch.tensor([[7, 8, 9]])
+    row = Row(0, 0, prompt, 3, drafter=None, processors=[])
+    buffers, expected = set(), prompt[0].tolist()
+    never = StoppingCriteriaList([MaxLengthCriteria(10_000)])
+    for step in range(300):
+        tokens = [step % 50, (step * 7) % 50][: 1 + step % 2]
+        assert row.emit(tokens, [], None, never) == len(tokens)
+        expected += tokens
+        buffers.add(row._buffer.data_ptr())
+        assert row.ids.tolist() == [expected]
+    assert len(buffers) <= 4  # 3 + 64 slots, then 134, 268, 536
+    assert row.emit([1, 2, 3], [], None, StoppingCriteriaList([MaxLengthCriteria(len(expected) + 2)])) == 2
+    assert row.finished and row.ids.tolist() == [expected + [1, 2]]

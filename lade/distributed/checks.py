@@ -10,6 +10,7 @@ from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList
 
 from ..config import LookaheadConfig
+from ..drafters import registered
 
 
 def require_group() -> tuple[int, int]:
@@ -40,9 +41,9 @@ def check_parallel_inputs(input_ids: torch.Tensor) -> None:
 
 def check_parallel_generation(gen: GenerationConfig, config: LookaheadConfig) -> None:
     """What lookahead parallelism refuses on top of single-process lade."""
-    if config.enabled and config.draft != "lookahead":
+    if config.enabled and not registered(config.draft).same_on_every_rank:
         raise ValueError(
-            "lade.distributed shards the lookahead draft (window and n-gram pool) across ranks; "
+            "lade.distributed shards one draft across ranks, so every rank must draft alike; "
             f"draft={config.draft!r} learns from each rank's own logits and timings, so ranks would draft "
             "differently: use draft='lookahead' (lookahead_config='auto' picks one)"
         )

@@ -60,7 +60,7 @@ class ParallelStrategy(LocalStrategy):
         self._inputs = (model, input_ids, model_kwargs.get("attention_mask"), gen, processors, requested)
         self.exchange: StepExchange | None = None
 
-    def stats_type(self) -> ParallelStats:
+    def new_stats(self) -> ParallelStats:
         return ParallelStats(world_size=self.world)
 
     def setup(self, check, resolve) -> tuple:

@@ -11,6 +11,7 @@ import torch
 
 from .base import Draft, Outcome
 from .pool import NGramPool
+from .registry import register
 from .window import LookaheadWindow
 
 if TYPE_CHECKING:
@@ -39,3 +40,22 @@ class LookaheadDrafter:
     def observe(self, outcome: Outcome) -> None:
         if outcome.next_level is not None:
             self.pool.add_all(self.window.advance(outcome.next_level))
+
+
+def check_lookahead(config: LookaheadConfig) -> None:
+    """The lookahead draft's rule: without a window only the pool drafts, so it must hold candidates."""
+    if config.window_size == 0 and (config.guess_set_size == 0 or not (config.pool_from_prompt or
+                                                                        config.pool_from_output)):
+        raise ValueError(
+            "window_size=0 leaves only the n-gram pool, so it needs guess_set_size >= 1 and pool_from_prompt or "
+            "pool_from_output; for plain decoding use LookaheadConfig(enabled=False)"
+        )
+
+
+def guess_nodes(config: LookaheadConfig) -> int:
+    """G candidates of N-1 tokens each: with the window's W(N-1), a step feeds 1 + (W + G)(N - 1) tokens."""
+    return config.guess_set_size * config.levels
+
+
+register("lookahead", lambda config, row: LookaheadDrafter(config, row.prompt, row.source), check=check_lookahead,
+         window_size=5, tree_nodes=guess_nodes, same_on_every_rank=True)

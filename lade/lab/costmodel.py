@@ -30,6 +30,8 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
+from lade.config import LookaheadConfig
+
 from ..cost import step_latency
 from .paths import GPUS_CSV, published
 
@@ -139,7 +141,8 @@ def latency(s: Shape, g: Gpu, p: LatencyParams, q, context: float = CONTEXT):
 
 def full_step_tokens(ngram_size: int, window_size: int, guess_set_size: int) -> int:
     """Tokens fed by a step with a full window and guess set: 1 + (W + G)(N - 1)."""
-    return 1 + (window_size + guess_set_size) * (ngram_size - 1)
+    config = LookaheadConfig(window_size=window_size, ngram_size=ngram_size, guess_set_size=guess_set_size)
+    return config.max_step_tokens()
 
 
 def speedup(compression: float, lat, step_tokens: float, single_share: float, host_s: float) -> float:
