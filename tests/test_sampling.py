@@ -275,9 +275,9 @@ def reference_sample(model, prompt: torch.Tensor, processors, seed: int, new: in
 
 
 REFERENCE_CONFIGS = {  # drafts of every kind and size, plain one-token steps, a sampled window
-    "lookahead": lade.LookaheadConfig(4, 3, 4),
-    "wide": lade.LookaheadConfig(6, 4, 6),
-    "sampled window": lade.LookaheadConfig(3, 3, 4, sample_window=True),
+    "lookahead": lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4),
+    "wide": lade.LookaheadConfig(window_size=6, ngram_size=4, guess_set_size=6),
+    "sampled window": lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=4, sample_window=True),
     "pool only": lade.LookaheadConfig(window_size=0, ngram_size=5, guess_set_size=3),
     "merged": lade.LookaheadConfig(draft="merged", window_size=3, ngram_size=3, guess_set_size=3, step_budget=8),
     "plain steps": lade.LookaheadConfig(enabled=False),
@@ -311,7 +311,7 @@ def test_sampled_output_equals_reference_on_architectures_and_batches(arch):
     model = tiny_model(arch, "sdpa")
     prompts = [random_prompt(500)[0], random_prompt(501, length=13)[0]]
     gen_kw = dict(temperature=0.3, top_k=0)
-    cfg = lade.LookaheadConfig(4, 3, 4, sampling_seed=17)
+    cfg = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sampling_seed=17)
     processors = prepared(model, prompts[0][None], **gen_kw)[0]
     wants = [reference_sample(model, p[None], processors, 17, 24, row=b) for b, p in enumerate(prompts)]
     kw = dict(LONG, max_new_tokens=24, pad_token_id=0, **gen_kw)
