@@ -17,8 +17,8 @@ import torch
 
 import lade
 import lade.decoding
-from lade.lab.models import load_model
-from lade.lab.prompts import encode_chat, load_prompts
+from lab.models import load_model
+from lab.prompts import encode_chat, load_prompts
 
 OUT = Path(__file__).resolve().parents[1] / "lade" / "drafters" / "acceptance_prior.py"
 

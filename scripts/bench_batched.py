@@ -19,8 +19,8 @@ import torch
 
 import lade
 from lade import left_pad
-from lade.lab.prompts import encode_chat, load_prompts
-from lade.lab.models import load_model
+from lab.prompts import encode_chat, load_prompts
+from lab.models import load_model
 
 
 def timed(fn):

@@ -16,8 +16,8 @@ from transformers import BitsAndBytesConfig
 from transformers.cache_utils import DynamicCache
 
 import lade
-from lade.lab.prompts import encode_chat, load_prompts
-from lade.lab.models import load_model
+from lab.prompts import encode_chat, load_prompts
+from lab.models import load_model
 
 PRECISIONS = {
     "fp32": None,

@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from lade.lab.bench import Method, parse_config, run_benchmark
-from lade.lab.results import load_results, save_results
-from lade.lab.models import load_model
+from lab.bench import Method, parse_config, run_benchmark
+from lab.results import load_results, save_results
+from lab.models import load_model
 
 GRID = [  # LookaheadConfig keys
     (2, 1, 2), (3, 1, 1), (3, 1, 2), (3, 2, 2), (4, 1, 2), (4, 2, 2), (4, 5, 5), (5, 7, 7),  # reference pool

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lade.lab.bench import Method, run_benchmark, summarize, time_generate
+from lab.bench import Method, run_benchmark, summarize, time_generate
 from lade.cost import TASKS, choose_config, measure_latency, predict
-from lade.lab.provenance import provenance
+from lab.provenance import provenance
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096)
@@ -103,7 +103,7 @@ def main() -> None:
     if args.bench_n == 0:
         return
     try:
-        from lade.lab.models import load_model, verify_embedded_model
+        from lab.models import load_model, verify_embedded_model
 
         verify_embedded_model()
         smol, tok = load_model("embedded", device=str(device), dtype="float16" if device.type == "cuda" else "float32")
