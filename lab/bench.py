@@ -324,7 +324,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--methods", default="greedy,auto,pld",
                         help="comma-separated: greedy, auto, auto:chat, auto:code, pld, pld:K")
     parser.add_argument("--config", action="append", default=[], metavar="N,W,G[,C,M]",
-                        help="a fixed lookahead config: N,W,G or N,W,G,C,M with pool capacity and match tokens (repeatable)")
+                        help="a fixed lookahead config: N,W,G or N,W,G,C,M with pool capacity and match tokens "
+                             "(repeatable)")
     parser.add_argument("--prompt-format", default="auto", help="chat, raw, auto (chat if the tokenizer has a "
                         "template) or reference (as the reference implementation's evaluation scripts)")
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")

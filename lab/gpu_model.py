@@ -93,7 +93,7 @@ def predict_grid(fit: cal.Fit, sigma: Mapping[str, float], reference: pd.DataFra
         p = fit.params(name)
         for model in models:
             s = cm.shape(model)
-            lat = lambda q, s=s, p=p: float(cm.latency(s, g, p, q, context))  # noqa: E731
+            lat = lambda q, s=s, g=g, p=p: float(cm.latency(s, g, p, q, context))
             for r in reference.itertuples():
                 dataset = TASK_DATASET[r.task]
                 c = fit.compression(dataset, r.config, ref) if dataset in fit.a else float(r.compression)

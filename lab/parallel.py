@@ -47,8 +47,8 @@ def compression_vs_ranks(ranks: tuple[int, ...] = (1, 2), window_share: int = 3,
         return [json.loads(line) for line in Path(out).read_text().splitlines() if line.strip()]
     gpus = torch.cuda.device_count() if _backend(device) == "nccl" else None
     if gpus is not None and max(ranks) > gpus:
-        raise ValueError(f"lookahead parallelism with {max(ranks)} ranks on CUDA needs {max(ranks)} GPUs (one per rank), "
-                         f"this machine has {gpus}: lower `parallel_ranks`")
+        raise ValueError(f"lookahead parallelism with {max(ranks)} ranks on CUDA needs {max(ranks)} GPUs "
+                         f"(one per rank), this machine has {gpus}: lower `parallel_ranks`")
     widest = max(ranks)
     runs = [(r, r * window_share, r * guess_share) for r in ranks] + [(1, widest * window_share, widest * guess_share)]
     options = {"--model": model, "--device": device, "--dtype": dtype, "--prompt-format": prompt_format,

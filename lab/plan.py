@@ -56,7 +56,8 @@ def resolve(spec: Spec, only: list[str] | None = None, model: str | None = None,
     if only:
         stray = [nb for nb in only if nb not in spec.notebooks]
         if stray:
-            raise SpecError(f"--only {','.join(stray)}: not in spec {spec.name} (its notebooks: {list(spec.notebooks)})")
+            raise SpecError(f"--only {','.join(stray)}: not in spec {spec.name} "
+                            f"(its notebooks: {list(spec.notebooks)})")
         selected = [nb for nb in selected if nb in only]
     if dtype is not None and dtype not in DTYPES:
         raise SpecError(f"--dtype {dtype}: choose one of {sorted(DTYPES)}")
@@ -176,7 +177,8 @@ def hardware_row(hardware: str) -> dict[str, float]:
     if hardware not in known:
         raise SpecError(f"hardware {hardware!r}: use 'cpu' or a GPU of data/gpus.csv: {list(known)}")
     flop, bandwidth = GPU_EFFICIENCY
-    return {"peak_tflops": known[hardware].peak_tflops * flop, "bandwidth_gbs": known[hardware].bandwidth_gbs * bandwidth}
+    return {"peak_tflops": known[hardware].peak_tflops * flop,
+            "bandwidth_gbs": known[hardware].bandwidth_gbs * bandwidth}
 
 
 def _roofline(params: float, q: int, row: dict[str, float], width: int) -> float:
@@ -227,11 +229,13 @@ def plan_table(resolved: Resolved) -> pd.DataFrame:
         p = notebook_parameters(nb) | given
         for entry in model_entries(p["model"], p["models"], p.get("configs", []), p.get("prompt_format", "auto"), nb):
             work, weights, params = notebook_work(nb, p, entry), entry.weights(), model_params(entry)
-            seconds = estimate_seconds(work, params, p["dtype"], resolved.spec.hardware) if params else [None] * len(work)
+            seconds = (estimate_seconds(work, params, p["dtype"], resolved.spec.hardware) if params
+                       else [None] * len(work))
             for w, s in zip(work, seconds):
                 rows.append({"notebook": nb, "model": entry.name, "weights": weights.source,
                              "present": "yes" if weights.present else "NO", "dataset": w.dataset, "method": w.method,
-                             "dtype": p["dtype"], "device": p["device"], "prompts x tokens": f"{w.prompts} x {w.tokens}",
+                             "dtype": p["dtype"], "device": p["device"],
+                             "prompts x tokens": f"{w.prompts} x {w.tokens}",
                              "est_s": None if s is None else s + NOTEBOOK_OVERHEAD_S / len(work)})
     return pd.DataFrame(rows)
 

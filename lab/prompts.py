@@ -60,7 +60,7 @@ SPEC_BENCH_CATEGORIES = tuple(c for cats in SPEC_BENCH_TASKS.values() for c in c
 def verify_frozen() -> list[str]:
     """Check every frozen prompt file against data/prompts/MANIFEST.json; return the names checked."""
     manifest = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
-    for name, entry in manifest.items():
+    for entry in manifest.values():
         actual = hashlib.sha256((PROMPT_DIR / entry["file"]).read_bytes()).hexdigest()
         if actual != entry["sha256"]:
             raise RuntimeError(f"{entry['file']}: sha256 {actual} != manifest {entry['sha256']}; "
@@ -194,7 +194,8 @@ class EncodedPrompt:
     format: str  # "chat" or "raw" (what auto / reference resolved to)
 
 
-def _resolve_format(tokenizer: PreTrainedTokenizerBase, prompt: str, prompt_set: str, prompt_format: str) -> tuple[str, str]:
+def _resolve_format(tokenizer: PreTrainedTokenizerBase, prompt: str, prompt_set: str,
+                    prompt_format: str) -> tuple[str, str]:
     """(format actually used, text to tokenize) for one prompt."""
     if prompt_format not in PROMPT_FORMATS:
         raise ValueError(f"prompt_format {prompt_format!r} is not one of {PROMPT_FORMATS}")

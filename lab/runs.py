@@ -75,7 +75,8 @@ def benchmark_models(entries: Sequence[ModelEntry], datasets: Sequence[str], bas
     df = pd.concat(tables, ignore_index=True)
     names = [e.name for e in entries if e.name in per_model]
     df.attrs["provenance"] = provenance(
-        model_arg=", ".join(names), models=[e.to_dict() for e in entries if e.name in per_model], datasets=list(datasets),
+        model_arg=", ".join(names), models=[e.to_dict() for e in entries if e.name in per_model],
+        datasets=list(datasets),
         device_arg=device, dtype=dtype, attn_implementation=attn_implementation, max_new_tokens=max_new_tokens,
         n_prompts=n_prompts, headline=list(headline), headline_prompts=headline_prompts, ignore_eos=ignore_eos,
         per_model=per_model, **provenance_params)

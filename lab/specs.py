@@ -20,7 +20,7 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +205,7 @@ def known_notebooks() -> list[str]:
     return sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def notebook_parameters(notebook: str) -> dict[str, Any]:
     """The literal defaults of a notebook's tagged `parameters` cell: {name: value}."""
     path = NOTEBOOK_DIR / f"{notebook}.ipynb"
@@ -265,7 +265,8 @@ def load_spec(path: str | Path) -> Spec:
     if not path.is_file():
         alt = SPEC_DIR / path.name
         if not alt.is_file():
-            raise SpecError(f"no spec file {path}; specs in {SPEC_DIR}: {sorted(p.name for p in SPEC_DIR.glob('*.yaml'))}")
+            have = sorted(p.name for p in SPEC_DIR.glob("*.yaml"))
+            raise SpecError(f"no spec file {path}; specs in {SPEC_DIR}: {have}")
         path = alt
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
@@ -292,7 +293,8 @@ def load_spec(path: str | Path) -> Spec:
     for entry in entries:
         for nb in entry.notebooks or ():
             if nb not in notebooks:
-                raise SpecError(f"{path.name}: model {entry.name!r} names notebook {nb!r}, not one of {list(notebooks)}")
+                raise SpecError(f"{path.name}: model {entry.name!r} names notebook {nb!r}, "
+                                f"not one of {list(notebooks)}")
     for nb in notebooks:
         if nb not in MULTI_MODEL_NOTEBOOKS and len([e for e in entries if e.runs_in(nb)]) > 1:
             single_entry([e for e in entries if e.runs_in(nb)], nb)

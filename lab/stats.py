@@ -115,7 +115,8 @@ def planned_speedup_intervals(df: pd.DataFrame, method: str, sizes: Sequence[int
     merged = _paired(df, reference, ("method",))
     group = merged[merged["method"] == method]
     if len(group) < 2:
-        raise ValueError(f"the pilot has {len(group)} prompt(s) of {method!r} paired with {reference!r}: need two or more")
+        raise ValueError(f"the pilot has {len(group)} prompt(s) of {method!r} paired with {reference!r}: "
+                         "need two or more")
     pairs = np.stack([group[c].to_numpy(float) for c in ("new_tokens_ref", "wall_s_ref", "new_tokens", "wall_s")])
     rng = np.random.default_rng(seed)
     rows = []

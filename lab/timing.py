@@ -1,18 +1,32 @@
-"""The one timed generate call of the research harness: wall time with device synchronisation, forward calls
-counted and timed by hooks on the model (so plain generate, prompt lookup and lade are measured alike)."""
+"""Timing in the research harness: `timed` (one call, wall time with device synchronisation) and the one timed
+generate call, forward calls counted and timed by hooks on the model (so plain generate, prompt lookup and lade are
+measured alike)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from lade.api import generate as lade_generate
 from lade.config import LookaheadConfig
 from lade.device import synchronize
+
+T = TypeVar("T")
+
+
+def timed(fn: Callable[..., T], *args: Any, device: torch.device | None = None, **kwargs: Any) -> tuple[T, float]:
+    """fn(*args, **kwargs) -> (its result, wall seconds); `device`'s queued work is waited for before and after."""
+    if device is not None:
+        synchronize(device)
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    if device is not None:
+        synchronize(device)
+    return out, time.perf_counter() - start
 
 
 class ForwardTimer:

@@ -59,7 +59,8 @@ def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, on
         lade.decoding.latency_profile = lade.auto.latency_profile = real
         StepCost.observe = observe
     return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed),
-            "one_token_steps": fed.count(1) / len(fed), "compression": new / steps, "latency_ratio_4": profile(4) / profile(1),
+            "one_token_steps": fed.count(1) / len(fed), "compression": new / steps,
+            "latency_ratio_4": profile(4) / profile(1),
             "latency_ratio_16": profile(16) / profile(1)}
 
 

@@ -84,13 +84,12 @@ def attention_latency(device: torch.device, sizes: dict) -> list[dict]:
     rows = []
     for window, ngram, guesses in CONFIGS:
         layout = synthetic_layout(window, ngram, guesses, device)
-        batch = stack_layouts([layout])
         for past in sizes["pasts"]:
             times = time_steps(["mask_sdpa", "mask_eager", "split", "flex"], layout, past, sizes["heads"],
                                sizes["kv_heads"], sizes["dim"], sizes["dtype"], device, sizes["layers"], sizes["reps"])
             rows.append(dict(q=layout.size, past=past, ms={k: 1e3 * v for k, v in times.items()}))
-            print(f"attention q={layout.size} past={past}: " + " ".join(f"{k}={1e3 * v:.3f}ms" for k, v in times.items()),
-                  flush=True)
+            timings = " ".join(f"{k}={1e3 * v:.3f}ms" for k, v in times.items())
+            print(f"attention q={layout.size} past={past}: {timings}", flush=True)
     return rows
 
 

@@ -54,7 +54,7 @@ def timed_methods(model, device: torch.device, new_tokens: int) -> list[dict]:
     for seed in range(3):
         ids = repeated_prompt(seed).to(device)
         mask = torch.ones_like(ids)
-        for i, method in enumerate(methods):
+        for method in methods:
             if seed == 0:
                 time_generate(model, method, ids, mask, {**gen, "max_new_tokens": 8})  # warm-up
             new, wall, timer = time_generate(model, method, ids, mask, gen)

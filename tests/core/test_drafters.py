@@ -1,14 +1,12 @@
 """The drafters (lade/drafters/): each piece against a slow, obvious construction; the planner's per-step decision
 on synthetic latency and acceptance; every drafter exact under greedy decoding and lossless under sampling."""
 
-import itertools
 import random
 
 import pytest
 import torch
 
 import lade
-from lade.drafters import Outcome, make_drafter
 from lade.drafters.acceptance import AcceptanceStats
 from lade.drafters.planner import Lead, plan_tree
 from lade.drafters.recycling import AdjacencyTable

@@ -9,7 +9,6 @@ import os
 import time
 import warnings
 
-import pytest
 
 from fuzz import case, run
 

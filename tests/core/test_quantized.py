@@ -79,7 +79,8 @@ def test_bnb_warns_about_reduced_precision(tiny_folder, name):
         lade.generate(model, random_prompt(0), max_new_tokens=2)
 
 
-@pytest.mark.parametrize("method, package, extra", [("bitsandbytes", "bitsandbytes", "bnb"), ("awq", "gptqmodel", "awq")])
+@pytest.mark.parametrize("method, package, extra",
+                         [("bitsandbytes", "bitsandbytes", "bnb"), ("awq", "gptqmodel", "awq")])
 def test_missing_backend_says_what_to_install(method, package, extra, monkeypatch):
     """With the backend reported missing, decoding a model of that method names the package to install."""
     monkeypatch.setattr(quantization, "_installed", lambda package: False)

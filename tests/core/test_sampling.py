@@ -163,8 +163,9 @@ def replay(monkeypatch):
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_first_tokens_follow_plain_sampling_distribution(small, replay, setting):
-    """7,000 runs of lade's loop per setting (21,000 in all): the joint law of the first 3 tokens must fit the exact product of processed
-    conditionals (chi-square, p > 1e-3); several drafts must really be verified and often accepted."""
+    """7,000 runs of lade's loop per setting (21,000 in all): the joint law of the first 3 tokens must fit the exact
+    product of processed conditionals (chi-square, p > 1e-3); several drafts must really be verified and often
+    accepted."""
     model, ids = small
     gen_kw, config = SETTINGS[setting]
     counts, multi = lade_counts(model, ids, gen_kw, config, SAMPLES)

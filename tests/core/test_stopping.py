@@ -55,7 +55,7 @@ def test_every_eos_id_honoured_mid_chunk():
     """An EOS id met inside an accepted chunk cuts the output exactly there; each id of a list counts."""
     model = tiny_model("qwen2", "eager")
     cases = 0
-    for ids, start, k, chunk in mid_chunk_cases(model, 8, per_prompt=1):
+    for ids, _start, k, chunk in mid_chunk_cases(model, 8, per_prompt=1):
         eos = chunk[k]
         if eos in ids[0].tolist() or eos in chunk[:k]:
             continue
@@ -79,7 +79,7 @@ def test_custom_stopping_criteria():
     model = tiny_model("gpt2", "sdpa")
     for seed in range(6):
         ids = random_prompt(400 + seed)
-        crit = lambda: StoppingCriteriaList([_SumAbove(ids.shape[1], 700)])  # noqa: E731
+        crit = lambda ids=ids: StoppingCriteriaList([_SumAbove(ids.shape[1], 700)])
         out = lade.generate(model, ids, CFG, stopping_criteria=crit(), **GREEDY)
         assert torch.equal(out, plain(model, ids, stopping_criteria=crit()))
 
@@ -88,7 +88,7 @@ def test_stop_strings_spanning_a_chunk():
     model = tiny_model("llama", "eager")
     tokenizer = char_tokenizer()
     cases = 0
-    for ids, start, k, chunk in mid_chunk_cases(model, 4):
+    for ids, _start, k, chunk in mid_chunk_cases(model, 4):
         stop = tokenizer.decode(chunk[k - 1 : k + 1])  # two tokens straddling inside one step
         kw = dict(stop_strings=[stop], tokenizer=tokenizer)
         out = lade.generate(model, ids, CFG, **GREEDY, **kw)
