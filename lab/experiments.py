@@ -1,6 +1,7 @@
 """Experiment runners and analysis behind the notebooks (the notebooks only call these and plot).
 
-Results files (under `lab.paths.results_dir()`) and their required columns are listed in RESULT_SCHEMAS;
+Results files (under `lab.paths.results_dir()`) and their required columns are listed in RESULT_SCHEMAS (the files
+named by the notebook manifest, lab.manifest);
 every file has a `<file>.provenance.json` beside it (`lab.results.save_results`).
 """
 
@@ -18,6 +19,7 @@ from lade.config import LookaheadConfig
 from .bench import ROW_COLUMNS, Method, summarize
 from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
+from .manifest import NOTEBOOKS, ROWS
 from .paths import published
 from .prompts import encode_prompt, load_prompts
 from .provenance import model_record, provenance
@@ -28,21 +30,18 @@ from .validation import VALIDATION_COLUMNS
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
                     "forward_calls", "compression", "speedup")
 DISTRIBUTION_COLUMNS = ("sampler", "sample", "position", "token", "text")
-RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {
-    "mt_bench.jsonl": tuple(ROW_COLUMNS),
-    "humaneval.jsonl": tuple(ROW_COLUMNS),
-    "scaling.jsonl": tuple(ROW_COLUMNS),
-    "latency.csv": LATENCY_COLUMNS,
-    "gpu_compression.jsonl": tuple(ROW_COLUMNS),
-    "gpu_predictions.csv": GPU_PREDICTION_COLUMNS,
-    "calibration.csv": CALIBRATION_COLUMNS,
-    "cpu_validation.csv": VALIDATION_COLUMNS,
-    "sampling.jsonl": SAMPLING_COLUMNS,
-    "sampling_distribution.csv": DISTRIBUTION_COLUMNS,
-    "ablation.jsonl": tuple(ROW_COLUMNS),
-    "gsm8k.jsonl": tuple(ROW_COLUMNS),
-    "spec_bench.jsonl": tuple(ROW_COLUMNS),
+SCHEMAS: dict[str, tuple[str, ...]] = {  # a results file's schema (lab.manifest) -> its required columns
+    ROWS: tuple(ROW_COLUMNS),
+    "latency": LATENCY_COLUMNS,
+    "gpu_predictions": GPU_PREDICTION_COLUMNS,
+    "calibration": CALIBRATION_COLUMNS,
+    "cpu_validation": VALIDATION_COLUMNS,
+    "sampling": SAMPLING_COLUMNS,
+    "sampling_distribution": DISTRIBUTION_COLUMNS,
 }
+RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {  # results file -> required columns, for every notebook's results
+    file: SCHEMAS[schema] for nb in NOTEBOOKS.values() for file, schema in nb.results.items()}
+
 
 def model_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from .bench import parse_config
+from .manifest import multi_model_notebooks
 from .models import DTYPES, EMBEDDED_ALIASES, EMBEDDED_NAME, Weights, locate_weights
 from .paths import DATA_DIR, REPO, cache_dir
 from .prompts import FROZEN_SETS, HUB_SETS, PROMPT_FORMATS, SPEC_BENCH_CATEGORIES, SPEC_BENCH_TASKS, split_set_name
@@ -35,7 +36,7 @@ SPEC_DIR = DATA_DIR / "experiments"
 DEFAULT_SPEC = SPEC_DIR / "embedded-cpu.yaml"
 NOTEBOOK_DIR = REPO / "notebooks"
 RESERVED = ("about", "hardware", "notebooks", "per_notebook")
-MULTI_MODEL_NOTEBOOKS = ("01_mt_bench_speedup", "02_humaneval_speedup", "07_spec_bench")
+MULTI_MODEL_NOTEBOOKS = multi_model_notebooks()  # the others measure one model (lab.manifest)
 DATASET_PARAMETERS = ("prompt_set", "datasets", "categories")  # parameters whose values name prompt sets
 
 

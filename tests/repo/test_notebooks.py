@@ -21,37 +21,22 @@ papermill = pytest.importorskip("papermill")
 
 from lab.results import load_results  # noqa: E402
 from lab.experiments import RESULT_SCHEMAS  # noqa: E402
+from lab.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
+from lab.manifest import depends_on  # noqa: E402
 from lab.paths import REPO  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-FIGURES = {  # notebook -> figures it must write
-    "01_mt_bench_speedup": ["01_mt_bench_speedup"],
-    "02_humaneval_speedup": ["02_humaneval_speedup", "02_gsm8k_speedup"],
-    "03_scaling_law": ["03_scaling_law", "03_parallel_ranks"],
-    "04_flops_vs_throughput": ["04_calibration", "04_latency_vs_tokens", "04_gpu_speedup_heatmap",
-                               "04_rtx3090_default_vs_tuned", "04_cpu_validation"],
-    "05_sampling": ["05_sampling_vs_temperature", "05_sampling_distribution"],
-    "06_ablation": ["06_ablation"],
-    "07_spec_bench": ["07_spec_bench"],
-}
-RESULTS = {
-    "01_mt_bench_speedup": ["mt_bench.jsonl"],
-    "02_humaneval_speedup": ["humaneval.jsonl", "gsm8k.jsonl"],
-    "03_scaling_law": ["scaling.jsonl"],
-    "04_flops_vs_throughput": ["gpu_compression.jsonl", "calibration.csv", "latency.csv", "gpu_predictions.csv",
-                               "cpu_validation.csv"],
-    "05_sampling": ["sampling.jsonl", "sampling_distribution.csv"],
-    "06_ablation": ["ablation.jsonl"],
-    "07_spec_bench": ["spec_bench.jsonl"],
-}
+FIGURES = {name: nb.figures for name, nb in MANIFEST.items()}  # notebook -> figures it must write
+RESULTS = {name: list(nb.results) for name, nb in MANIFEST.items()}  # notebook -> results files it must write
+DEPENDS_ON = {name: list(depends_on(name)) for name in MANIFEST if depends_on(name)}  # run after these
 # beyond quick mode, to keep the suite short (CI's `./run_all.sh --quick` runs every Spec-Bench task)
 SMALLER = {"07_spec_bench": {"categories": ["mt_bench", "math_reasoning"]}}
 
 
 def test_every_notebook_is_covered_and_clean():
-    """The lists above name every notebook; committed notebooks carry no outputs and a tagged parameters cell
-    of literals that papermill can override (quick, the model or a spec's models, device, dtype, attention, prompt
-    format, recompute)."""
+    """The manifest (lab.manifest) names every notebook; committed notebooks carry no outputs and a tagged
+    parameters cell of literals that papermill can override (quick, the model or a spec's models, device, dtype,
+    attention, prompt format, recompute)."""
     assert sorted(p.stem for p in NOTEBOOKS) == sorted(FIGURES) == sorted(RESULTS)
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text())["cells"]
@@ -94,7 +79,6 @@ def executed(tmp_path_factory):
 
 
 SUFFIXES = (".png", ".pdf")
-DEPENDS_ON = {"04_flops_vs_throughput": ["01_mt_bench_speedup", "02_humaneval_speedup", "03_scaling_law"]}
 
 
 def _execute(path: Path, output: Path, kernel: str, env: dict[str, str], **parameters) -> None:
