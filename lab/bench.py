@@ -27,7 +27,7 @@ Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["pr
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,8 +101,10 @@ class Method:
 
     @classmethod
     def from_label(cls, label: str) -> "Method":
-        """lade with a config label (LookaheadConfig.label, e.g. "4,5,5" or "merged/16/adaptive"), named lade(label)."""
-        return cls(f"lade({label})", "lade", LookaheadConfig.from_label(label))
+        """lade with a config label (LookaheadConfig.label, e.g. "4,5,5" or "merged/16/adaptive"), named
+        lade(label), the label as the config writes it."""
+        config = LookaheadConfig.from_label(label)
+        return cls(f"lade({config.label})", "lade", config)
 
     @classmethod
     def auto(cls, task: str = "mixed") -> "Method":
@@ -147,12 +149,17 @@ class Method:
 
 
 def parse_config(text: str) -> tuple[int, ...]:
-    """'N,W,G' -> (N, W, G); 'N,W,G,C,M' -> (N, W, G, pool capacity, pool match tokens): a LookaheadConfig key."""
-    parts = text.split(",")
-    if len(parts) not in (3, 5) or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"a lookahead config is 'N,W,G' (three integers, e.g. 4,5,5) or 'N,W,G,C,M' (plus pool "
-                         f"capacity and match tokens, e.g. 8,0,2,16,2), got {text!r}")
-    return tuple(int(p) for p in parts)
+    """'N,W,G' -> (N, W, G); 'N,W,G,C,M' -> (N, W, G, pool capacity, pool match tokens): the key of the lookahead
+    config that LookaheadConfig.from_label builds from the label (validated)."""
+    rule = ("a lookahead config is 'N,W,G' (three integers, e.g. 4,5,5) or 'N,W,G,C,M' (plus pool capacity and "
+            f"match tokens, e.g. 8,0,2,16,2), got {text!r}")
+    try:
+        config = LookaheadConfig.from_label(str(text))
+    except ValueError as err:
+        raise ValueError(f"{rule}: {err}") from None
+    if not config.enabled or config.draft != "lookahead":
+        raise ValueError(rule)
+    return config.key
 
 
 def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -211,65 +218,32 @@ def run_benchmark(
     speedup is paired with greedy on the prompts its method ran. Returns a DataFrame with ROW_COLUMNS; provenance in
     `df.attrs`.
     """
-    methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
-    if len({m.name for m in methods}) != len(methods):
-        raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
-    if unknown := set(headline) - {m.name for m in methods}:
-        raise ValueError(f"headline methods {sorted(unknown)} are not among the methods {[m.name for m in methods]}")
-    if (headline_prompts is None) != (not headline):
-        raise ValueError("headline methods run headline_prompts prompts per set: give both (or neither), got headline="
-                         f"{list(headline)}, headline_prompts={headline_prompts}")
-    counts = _per_set(n_prompts, prompt_sets)
-    widest = counts if headline_prompts is None else _per_set(headline_prompts, prompt_sets)
-    if short := [name for name in prompt_sets if widest[name] < counts[name]]:
-        raise ValueError(f"headline_prompts must be at least n_prompts (sets {short}): it adds prompts to the "
-                         "headline methods")
+    # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
+    methods = _checked_methods(methods, headline, headline_prompts)
+    counts, widest = _prompt_counts(prompt_sets, n_prompts, headline_prompts)
     methods = [m.resolved(model) for m in methods]
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
                                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
-    device = next(model.parameters()).device
-    encoded = [(name, str(row["id"]), encode_prompt(tokenizer, row["prompt"], name, prompt_format), j < counts[name])
-               for name in prompt_sets for j, row in enumerate(load_prompts(name, widest[name]))]
-    on_device = {i: (e.input_ids.to(device), e.attention_mask.to(device)) for i, (_, _, e, _) in enumerate(encoded)}
-    if warmup and encoded:
+    # 2 encode every prompt once, on the model's device
+    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format)
+    # 3 warm up every method untimed
+    if warmup and prompts:
         for method in methods:
-            time_generate(model, method, *on_device[0], {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
-
+            time_generate(model, method, *prompts[0].ids, {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
+    # 4 per prompt: its methods in a rotating order, 5 each row paired with greedy's on the same prompt
     name_or_path = getattr(model.config, "_name_or_path", "") or type(model).__name__
     label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
+    per_prompt = [methods if p.all_methods else [m for m in methods if runs_headline_prompts(m, headline)]
+                  for p in prompts]
+    bar = tqdm(total=sum(map(len, per_prompt)) * repeats, disable=not progress, desc="bench", unit="run")
     rows: list[dict[str, Any]] = []
-
-    def running(all_methods: bool) -> list[Method]:
-        return methods if all_methods else [m for m in methods if runs_headline_prompts(m, headline)]
-
-    total = sum(len(running(all_methods)) for *_, all_methods in encoded) * repeats
-    bar = tqdm(total=total, disable=not progress, desc="bench", unit="run")
-    for i, (set_name, prompt_id, prompt, all_methods) in enumerate(encoded):
-        these = running(all_methods)
-        runs: dict[str, list] = {m.name: [] for m in these}
-        for rep in range(repeats):
-            shift = (i + rep) % len(these)
-            for method in these[shift:] + these[:shift]:  # rotate: no method always first
-                runs[method.name].append(time_generate(model, method, *on_device[i], gen_kwargs))
-                bar.update()
-        outputs = {name: timed[0][0] for name, timed in runs.items()}
-        prompt_rows = []
-        for method in these:
-            timed = runs[method.name]
-            wall = sum(t[1] for t in timed) / repeats
-            forward_s = sum(t[2].seconds for t in timed) / repeats
-            prompt_rows.append(label | _row(set_name, prompt_id, prompt, method, outputs[method.name], wall,
-                                            timed[-1][2], forward_s))
-        greedy_row = next(r for r in prompt_rows if r["method"] == "greedy")
-        for row in prompt_rows:
-            row["first_divergence"] = first_divergence(outputs[row["method"]], outputs["greedy"])
-            row["matches_greedy"] = row["first_divergence"] == -1
-            row["speedup"] = row["tokens_per_s"] / greedy_row["tokens_per_s"]
-        rows.extend(prompt_rows)
+    for i, (prompt, these) in enumerate(zip(prompts, per_prompt)):
+        runs = _rotated_runs(model, these, prompt, gen_kwargs, repeats, first=i, done=bar.update)
+        rows += [label | row for row in _paired_rows(prompt, these, runs, repeats)]
     bar.close()
-
+    # 6 record: rows, provenance and summary
     df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=name_or_path, model_name=label["model"], **model_record(model),
@@ -280,6 +254,83 @@ def run_benchmark(
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
     return df
+
+
+def _checked_methods(methods: Sequence[Method], headline: Collection[str],
+                     headline_prompts: int | Mapping[str, int] | None) -> list[Method]:
+    """Greedy first (every speedup's reference), then `methods`; names unique, headline methods among them."""
+    methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
+    if len({m.name for m in methods}) != len(methods):
+        raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
+    if unknown := set(headline) - {m.name for m in methods}:
+        raise ValueError(f"headline methods {sorted(unknown)} are not among the methods {[m.name for m in methods]}")
+    if (headline_prompts is None) != (not headline):
+        raise ValueError("headline methods run headline_prompts prompts per set: give both (or neither), got headline="
+                         f"{list(headline)}, headline_prompts={headline_prompts}")
+    return methods
+
+
+def _prompt_counts(prompt_sets: Sequence[str], n_prompts: int | Mapping[str, int],
+                   headline_prompts: int | Mapping[str, int] | None) -> tuple[dict[str, int], dict[str, int]]:
+    """(prompts every method runs, prompts the headline methods run) per set."""
+    counts = _per_set(n_prompts, prompt_sets)
+    widest = counts if headline_prompts is None else _per_set(headline_prompts, prompt_sets)
+    if short := [name for name in prompt_sets if widest[name] < counts[name]]:
+        raise ValueError(f"headline_prompts must be at least n_prompts (sets {short}): it adds prompts to the "
+                         "headline methods")
+    return counts, widest
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    set_name: str
+    prompt_id: str
+    encoded: EncodedPrompt
+    ids: tuple[torch.Tensor, torch.Tensor]  # input ids, attention mask on the model's device: [1, T], [1, T]
+    all_methods: bool  # among the first n_prompts of its set (else only the headline methods and greedy run it)
+
+
+def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
+            prompt_format: str) -> list[_Prompt]:
+    device = next(model.parameters()).device
+    prompts = []
+    for name in prompt_sets:
+        for j, row in enumerate(load_prompts(name, widest[name])):
+            encoded = encode_prompt(tokenizer, row["prompt"], name, prompt_format)
+            ids = (encoded.input_ids.to(device), encoded.attention_mask.to(device))
+            prompts.append(_Prompt(name, str(row["id"]), encoded, ids, j < counts[name]))
+    return prompts
+
+
+def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dict[str, Any], repeats: int,
+                  first: int, done: Callable[[], Any]) -> dict[str, list[tuple[torch.Tensor, float, ForwardTimer]]]:
+    """Each method `repeats` times on the prompt, the order rotated by `first` + repeat (no method always first):
+    method name -> its timed calls."""
+    runs: dict[str, list] = {m.name: [] for m in methods}
+    for rep in range(repeats):
+        shift = (first + rep) % len(methods)
+        for method in methods[shift:] + methods[:shift]:
+            runs[method.name].append(time_generate(model, method, *prompt.ids, gen_kwargs))
+            done()
+    return runs
+
+
+def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
+    """One row per method (times: means over the repeats), with its divergence from and speedup over greedy."""
+    outputs = {name: timed[0][0] for name, timed in runs.items()}
+    rows = []
+    for method in methods:
+        timed = runs[method.name]
+        wall = sum(t[1] for t in timed) / repeats
+        forward_s = sum(t[2].seconds for t in timed) / repeats
+        rows.append(_row(prompt.set_name, prompt.prompt_id, prompt.encoded, method, outputs[method.name], wall,
+                         timed[-1][2], forward_s))
+    greedy = next(r for r in rows if r["method"] == "greedy")
+    for row in rows:
+        row["first_divergence"] = first_divergence(outputs[row["method"]], outputs["greedy"])
+        row["matches_greedy"] = row["first_divergence"] == -1
+        row["speedup"] = row["tokens_per_s"] / greedy["tokens_per_s"]
+    return rows
 
 
 def _per_set(count: int | Mapping[str, int], prompt_sets: Sequence[str]) -> dict[str, int]:

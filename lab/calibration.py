@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from lade.config import LookaheadConfig
+
 from . import costmodel as cm
 from .paths import published
 
@@ -61,8 +63,9 @@ def load_published() -> pd.DataFrame:
     return table
 
 
-def config_key(n: float, w: float, g: float) -> str:
-    return f"{int(n)},{int(w)},{int(g)}"
+def config_label(n: float, w: float, g: float) -> str:
+    """The label of the lookahead config (N, W, G) of a published row (LookaheadConfig.label)."""
+    return LookaheadConfig(window_size=int(w), ngram_size=int(n), guess_set_size=int(g)).label
 
 
 def observations(table: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +75,7 @@ def observations(table: pd.DataFrame) -> pd.DataFrame:
         base = {"point": r.point, "gpu": r.gpu, "shape": r.shape, "n_gpus": int(r.n_gpus), "dataset": r.dataset,
                 "implementation": r.implementation, "attention": r.attention, "source": r.source, "url": r.url,
                 "location": r.location,
-                "config": config_key(r.ngram_size, r.window_size, r.guess_set_size) if r.calibrate_speedup else "",
+                "config": config_label(r.ngram_size, r.window_size, r.guess_set_size) if r.calibrate_speedup else "",
                 "compression": r.compression}
         if r.calibrate_speedup:
             rows.append({**base, "kind": "speedup", "published": r.speedup})
@@ -129,8 +132,8 @@ def predict(obs: pd.DataFrame, fit: Fit, reference: Mapping[tuple[str, str], flo
         elif r.kind == "compression":
             out.append(fit.compression(r.dataset, r.config, reference))
         else:
-            q = cm.full_step_tokens(*map(int, r.config.split(",")))
-            lat = lambda x, s=s, g=g, p=p: cm.latency(s, g, p, x, context)  # noqa: E731
+            q = LookaheadConfig.from_label(r.config).max_step_tokens()
+            lat = lambda x, s=s, g=g, p=p: cm.latency(s, g, p, x, context)
             out.append(cm.speedup(_compression(r, fit, reference), lat, q, 0.0, p.host_s))
     return np.asarray(out, dtype=float)
 

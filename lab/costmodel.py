@@ -40,7 +40,7 @@ SCORE_BYTES = 16  # memory traffic per attention score with eager attention (fp1
 
 @dataclass(frozen=True)
 class Shape:
-    """A decoder-only transformer's shape (Llama family: gated MLP, untied LM head)."""
+    """A decoder-only transformer's shape (Llama family: gated MLP; untied LM head unless `tied_embeddings`)."""
 
     layers: int
     hidden: int
@@ -48,10 +48,23 @@ class Shape:
     kv_heads: int
     ffn: int
     vocab: int
+    head_dim: int = 0  # 0: hidden // heads
+    tied_embeddings: bool = False  # the LM head reuses the input embedding
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> Shape | None:
+        """The shape of a transformers config.json (dict), None where it lacks the sizes."""
+        hidden, layers, vocab = config.get("hidden_size"), config.get("num_hidden_layers"), config.get("vocab_size")
+        if not (hidden and layers and vocab):
+            return None
+        heads = config.get("num_attention_heads") or 1
+        return cls(layers, hidden, heads, config.get("num_key_value_heads") or heads,
+                   config.get("intermediate_size") or 4 * hidden, vocab, config.get("head_dim") or 0,
+                   bool(config.get("tie_word_embeddings", False)))
 
     @property
     def kv_dim(self) -> int:
-        return self.kv_heads * self.hidden // self.heads
+        return self.kv_heads * (self.head_dim or self.hidden // self.heads)
 
     @property
     def matmul_params(self) -> float:
@@ -61,8 +74,9 @@ class Shape:
 
     @property
     def params(self) -> float:
-        """All parameters: matmuls, the input embedding and the RMSNorm weights."""
-        return self.matmul_params + self.vocab * self.hidden + (2 * self.layers + 1) * self.hidden
+        """All parameters: matmuls, the input embedding (unless tied to the LM head) and the RMSNorm weights."""
+        embedding = 0 if self.tied_embeddings else self.vocab * self.hidden
+        return self.matmul_params + embedding + (2 * self.layers + 1) * self.hidden
 
 
 @dataclass(frozen=True)
@@ -135,11 +149,6 @@ def latency(s: Shape, g: Gpu, p: LatencyParams, q, context: float = CONTEXT):
     memory = step_bytes(s, q, context, p.eager_attention) / (g.bandwidth_gbs * 1e9 * p.bandwidth_eff)
     compute = step_flops(s, q, context) / (g.peak_tflops * 1e12 * p.flop_eff * q / (q + p.q_half))
     return p.t_step + s.layers * p.t_layer + np.maximum(memory, compute)
-
-
-def full_step_tokens(ngram_size: int, window_size: int, guess_set_size: int) -> int:
-    """Tokens fed by a step with a full window and guess set: 1 + (W + G)(N - 1)."""
-    return 1 + (window_size + guess_set_size) * (ngram_size - 1)
 
 
 def speedup(compression: float, lat, step_tokens: float, single_share: float, host_s: float) -> float:

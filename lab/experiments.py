@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lade.config import LookaheadConfig
-from .bench import ROW_COLUMNS, Method, summarize
+from .bench import ROW_COLUMNS, Method, parse_config, summarize
 from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .manifest import NOTEBOOKS, ROWS
@@ -48,12 +48,20 @@ def model_params(model: torch.nn.Module) -> int:
 
 
 def with_config_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """Add integer columns N, W, G parsed from the 'N,W,G' `config` column (NaN for non-lookahead rows)."""
+    """Add integer columns N, W, G of the lookahead config labelled in the `config` column (bench.parse_config;
+    NaN for rows of other methods)."""
     out = df.copy()
-    parts = out["config"].astype(str).str.split(",", expand=True).reindex(columns=range(3))
+    keys = [_lookahead_key(label) for label in out["config"].astype(str)]
     for i, name in enumerate(("N", "W", "G")):
-        out[name] = pd.to_numeric(parts[i], errors="coerce")
+        out[name] = pd.to_numeric(pd.Series([k[i] if k else float("nan") for k in keys], index=out.index))
     return out
+
+
+def _lookahead_key(label: str) -> tuple[int, ...] | None:
+    try:
+        return parse_config(label)
+    except ValueError:
+        return None
 
 
 def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -104,49 +112,61 @@ def _encoded(tokenizer, prompt: str, prompt_set: str, prompt_format: str, device
     return encoded.input_ids.to(device), encoded.attention_mask.to(device)  # [1, T], [1, T]
 
 
-def run_sampling(model, tokenizer, prompt_set: str, temperatures: Sequence[float], config: LookaheadConfig,
-                 n_prompts: int, max_new_tokens: int, seed: int = 0, prompt_format: str = "auto",
-                 **provenance_params: Any) -> pd.DataFrame:
-    """Plain sampling vs lookahead sampling at each temperature (top_k=0, top_p=1): tokens/s, compression.
+SAMPLING_METHODS = ("plain", "lade", "lade+sampled-window")  # plain sampling; lade with an argmax / sampled window
 
-    Both always generate `max_new_tokens` (EOS ignored) so their lengths match; speedup is per prompt and
-    temperature, lade's tokens/s over plain sampling's measured beside it. prompt_format: lab.prompts.
+
+def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures: Sequence[float],
+                 config: LookaheadConfig, n_prompts: int, max_new_tokens: int, seed: int = 0,
+                 prompt_format: str = "auto", sampled_window: bool = False, **provenance_params: Any) -> pd.DataFrame:
+    """Plain sampling vs lookahead sampling at each temperature (top_k=0, top_p=1) on the first `n_prompts` of each
+    prompt set: tokens/s, compression (rows: SAMPLING_COLUMNS). With `sampled_window`, lade with a sampled window
+    (LookaheadConfig.sample_window) runs too.
+
+    Every run generates `max_new_tokens` (EOS ignored) so lengths match; the methods run side by side per prompt
+    with the same seed, their order rotating from prompt to prompt; speedup is per prompt and temperature, a
+    method's tokens/s over plain sampling's measured beside it. prompt_format: lab.prompts.
     """
     device = next(model.parameters()).device
-    prompts = [(str(r["id"]), *_encoded(tokenizer, r["prompt"], prompt_set, prompt_format, device))
-               for r in load_prompts(prompt_set, n_prompts)]
+    sets = [prompt_set] if isinstance(prompt_set, str) else list(prompt_set)
+    prompts = [(name, str(r["id"]), *_encoded(tokenizer, r["prompt"], name, prompt_format, device))
+               for name in sets for r in load_prompts(name, n_prompts)]
+    methods = SAMPLING_METHODS if sampled_window else SAMPLING_METHODS[:2]
     rows = []
     bar = tqdm(total=len(temperatures) * len(prompts), desc="sampling", unit="prompt")
     for t_index, temperature in enumerate(temperatures):
         gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
                    eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
-        for p_index, (prompt_id, ids, mask) in enumerate(prompts):
+        for p_index, (name, prompt_id, ids, mask) in enumerate(prompts):
             run_seed = seed + 1000 * t_index + p_index
-            pair = {}
-            order = ("plain", "lade") if p_index % 2 == 0 else ("lade", "plain")
-            for method in order:
-                torch.manual_seed(run_seed)
-                cfg = None if method == "plain" else LookaheadConfig(**{**config.to_dict(), "sampling_seed": run_seed})
-                new, wall, timer = timed_generate(model, ids, mask, cfg, gen)
-                calls = timer.calls
-                pair[method] = {"prompt_set": prompt_set, "prompt_id": prompt_id, "temperature": temperature,
-                                "method": method, "new_tokens": int(new.numel()), "wall_s": wall,
-                                "tokens_per_s": new.numel() / wall, "forward_calls": calls,
-                                "compression": new.numel() / max(calls, 1)}
-            for row in pair.values():
-                row["speedup"] = row["tokens_per_s"] / pair["plain"]["tokens_per_s"]
-                rows.append(row)
+            turn = p_index % len(methods)  # the order rotates from prompt to prompt
+            pair = {m: _sampling_run(model, ids, mask, m, config, run_seed, gen)
+                    for m in methods[turn:] + methods[:turn]}
+            for method in methods:
+                row = {"prompt_set": name, "prompt_id": prompt_id, "temperature": temperature, "method": method,
+                       **pair[method]}
+                rows.append(row | {"speedup": row["tokens_per_s"] / pair["plain"]["tokens_per_s"]})
             bar.update()
     bar.close()
     df = pd.DataFrame(rows, columns=list(SAMPLING_COLUMNS))
     df.attrs["provenance"] = provenance(
-        model=getattr(model.config, "_name_or_path", ""), prompt_set=prompt_set, **model_record(model),
-        temperatures=list(temperatures), config=config.to_dict(),
+        model=getattr(model.config, "_name_or_path", ""), prompt_set=",".join(sets), **model_record(model),
+        temperatures=list(temperatures), config=config.to_dict(), methods=list(methods),
         n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed, prompt_format=prompt_format,
         **provenance_params)
     df.attrs["summary"] = summarize_runs(df, reference="plain", keys=("prompt_set", "temperature", "method")).to_dict(
         "records")  # speedup and compression with 95% intervals, saved beside the rows
     return df
+
+
+def _sampling_run(model, ids: torch.Tensor, mask: torch.Tensor, method: str, config: LookaheadConfig, seed: int,
+                  gen: dict[str, Any]) -> dict[str, Any]:
+    """One seeded sampling run of `method` (SAMPLING_METHODS) -> its measured columns."""
+    torch.manual_seed(seed)
+    sampled = {"sample_window": True} if method == "lade+sampled-window" else {}
+    lookahead = None if method == "plain" else LookaheadConfig(**{**config.to_dict(), "sampling_seed": seed, **sampled})
+    new, wall, timer = timed_generate(model, ids, mask, lookahead, gen)
+    return {"new_tokens": int(new.numel()), "wall_s": wall, "tokens_per_s": new.numel() / wall,
+            "forward_calls": timer.calls, "compression": new.numel() / max(timer.calls, 1)}
 
 
 def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig, temperature: float,

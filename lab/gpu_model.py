@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lade.config import LookaheadConfig
 from lade.cost import step_latency
 from . import calibration as cal
 from . import costmodel as cm
@@ -49,7 +50,7 @@ def step_mix(row: Mapping, full_steps: bool) -> tuple[float, float]:
     single = float(row["single_token_steps"])
     if not full_steps:
         return float(row["step_tokens"]), single
-    wide = cm.full_step_tokens(int(row["N"]), int(row["W"]), int(row["G"]))
+    wide = LookaheadConfig.from_key((int(row["N"]), int(row["W"]), int(row["G"]))).max_step_tokens()
     return single + (1.0 - single) * wide, single
 
 
@@ -74,7 +75,7 @@ def published_step_costs(obs: pd.DataFrame) -> pd.DataFrame:
     """Published step costs relative to a plain step, compression / speedup at the config's full step size, for
     observations whose compression is published (these need no compression estimate)."""
     known = obs[(obs["kind"] == "speedup") & obs["compression"].notna()].copy()
-    known["q"] = [cm.full_step_tokens(*map(int, c.split(","))) for c in known["config"]]
+    known["q"] = [LookaheadConfig.from_label(c).max_step_tokens() for c in known["config"]]
     known["relative"] = known["compression"] / known["published"]
     return known[["point", "gpu", "shape", "config", "attention", "q", "relative", "source", "location"]]
 
@@ -130,7 +131,7 @@ def gpu_case(loo: pd.DataFrame, gpu: str, sigma: float) -> pd.DataFrame:
     band = np.exp(Z95 * sigma)
     rows["predicted_low"] = rows["predicted_loo"] / band
     rows["predicted_high"] = rows["predicted_loo"] * band
-    rows["step_tokens"] = [cm.full_step_tokens(*map(int, c.split(","))) for c in rows["config"]]
+    rows["step_tokens"] = [LookaheadConfig.from_label(c).max_step_tokens() for c in rows["config"]]
     return rows[["point", "dataset", "config", "step_tokens", "compression_used", "published", "predicted_loo",
                  "predicted_low", "predicted_high", "error_loo", "source", "url"]].reset_index(drop=True)
 

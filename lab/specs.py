@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from .bench import parse_config
+from .costmodel import Shape
 from .manifest import multi_model_notebooks
 from .models import DTYPES, EMBEDDED_ALIASES, EMBEDDED_NAME, Weights, locate_weights
 from .paths import DATA_DIR, REPO, cache_dir
@@ -133,21 +134,12 @@ def display_name(path: str) -> str:
 
 
 def config_params(path: str) -> float | None:
-    """Parameter count estimated from a local config.json (decoder-only transformer shapes), None if unknown."""
+    """Parameter count of a local config.json's shape (costmodel.Shape.params), None if unknown."""
     weights = locate_weights(path)
     folder = cache_dir() / "models" / EMBEDDED_NAME if path.lower() in EMBEDDED_ALIASES else Path(weights.source)
     file = folder / "config.json"
-    if not file.is_file():
-        return None
-    c = json.loads(file.read_text())
-    h, layers, vocab = c.get("hidden_size"), c.get("num_hidden_layers"), c.get("vocab_size")
-    if not (h and layers and vocab):
-        return None
-    heads = c.get("num_attention_heads") or 1
-    kv = (c.get("num_key_value_heads") or heads) * (c.get("head_dim") or h // heads)
-    inter = c.get("intermediate_size") or 4 * h
-    embeddings = vocab * h * (1 if c.get("tie_word_embeddings", False) else 2)
-    return float(embeddings + layers * (2 * h * h + 2 * h * kv + 3 * h * inter))
+    shape = Shape.from_config(json.loads(file.read_text())) if file.is_file() else None
+    return shape.params if shape else None
 
 
 def override_model(entries: list[ModelEntry], model: str) -> ModelEntry:

@@ -48,7 +48,7 @@ class LookaheadConfig:
         `torch.manual_seed(...)` before the call makes it reproducible, as with plain `generate`.
     sample_window: under do_sample=True, draw the window's next Jacobi level from the processed distributions
         instead of taking the argmax (speed only: output follows the same distribution either way). Default
-        argmax: on SmolLM2-135M (4 MT-Bench/HumanEval prompts, 40 tokens, `python -m lade.sampling_bench`)
+        argmax: on SmolLM2-135M (4 MT-Bench/HumanEval prompts, 40 tokens, `python -m lab.sampling_bench`)
         compression was 1.54 vs 1.76 (sampled) at temperature 0.3, 1.32 vs 1.31 at 0.7, 1.18 vs 1.19 at 1.0:
         a gain only at low temperature on a small sample, for an extra processors call per step.
     enabled: False runs plain decoding (one token per step) through the same loop; what

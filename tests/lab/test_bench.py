@@ -125,7 +125,7 @@ def test_method_parsing():
 
 
 def test_cli_on_tiny_model(tiny_dir, tmp_path, capsys):
-    """`python -m lade.bench --model <folder>` runs end to end and writes rows plus provenance."""
+    """`python -m lab.bench --model <folder>` runs end to end and writes rows plus provenance."""
     out = tmp_path / "cli.jsonl"
     main(["--model", str(tiny_dir), "--sets", "humaneval", "--n", "1", "--max-new-tokens", "8", "--methods",
           "greedy,pld:3", "--config", "2,2,1", "--threads", "1", "--out", str(out)])

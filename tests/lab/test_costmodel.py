@@ -1,6 +1,8 @@
 """The GPU cost model (lab.costmodel), its calibration on published measurements (lab.calibration), the
 calibrated predictions (lab.gpu_model) and the validation formula on this device (lab.validation)."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from lab import calibration as cal
 from lab import costmodel as cm
 from lab import gpu_model as gm
 from lab import validation as vd
+from lab.specs import config_params
 from lab.stats import Z95
 from cost_data import REFERENCE
 
@@ -55,7 +58,6 @@ def test_speedup_prices_the_step_mix_with_the_core_rule():
     lat = lambda q: 0.02 + 0.001 * q  # noqa: E731
     expected = 1.5 * lat(1) / (step_latency(lat, 9.0, 0.5) + 0.002)
     assert cm.speedup(1.5, lat, 9.0, 0.5, 0.002) == pytest.approx(expected)
-    assert cm.full_step_tokens(5, 15, 15) == 121 and cm.full_step_tokens(7, 20, 20) == 241
 
 
 def test_published_table_is_sourced_and_checked():
@@ -162,3 +164,14 @@ def test_validation_formula_recovers_runs_that_follow_it():
     assert vd.median_abs_error(table) < 1e-3
     with pytest.raises(ValueError, match="greedy"):
         vd.plain_host_s(rows[rows["method"] != "greedy"])
+
+
+def test_a_config_json_is_counted_by_the_shape_rule(tmp_path):
+    """The planner's parameter count of a local model (specs.config_params) is costmodel.Shape.params of its
+    config.json, one rule for both; a tied LM head counts its embedding once."""
+    config = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 128, "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert config_params(str(tmp_path)) == cm.Shape(2, 64, 4, 2, 128, 100).params
+    (tmp_path / "config.json").write_text(json.dumps(config | {"tie_word_embeddings": True}))
+    assert config_params(str(tmp_path)) == cm.Shape(2, 64, 4, 2, 128, 100).params - 100 * 64
