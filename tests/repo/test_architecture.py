@@ -77,6 +77,14 @@ def test_core_never_imports_the_lab():
     assert not (PACKAGE / "lab").exists(), "the research wing lives at the repository root (lab/), not in lade/"
 
 
+def test_core_tests_never_import_the_lab():
+    """tests/core checks the decoder alone (`pytest tests/core` is the suite of a core change): the lab's tests
+    live in tests/lab."""
+    core_tests = [*(REPO / "tests" / "core").glob("*.py")]
+    assert core_tests
+    assert not sorted(path.name for path in core_tests if "lab" in absolute_imports(path))
+
+
 def test_no_import_cycles():
     """Depth-first search over module imports (a package's __init__ counts as the package)."""
     graph = {module: {t for t in targets if t in import_graph_keys()} - {module}
