@@ -16,7 +16,8 @@ import torch
 from tqdm.auto import tqdm
 
 from lade.config import LookaheadConfig
-from .bench import ROW_COLUMNS, Method, parse_config, summarize
+from .bench import ROW_COLUMNS, summarize
+from .methods import Method, parse_config
 from .calibration import CALIBRATION_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .manifest import NOTEBOOKS, ROWS
@@ -48,7 +49,7 @@ def model_params(model: torch.nn.Module) -> int:
 
 
 def with_config_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """Add integer columns N, W, G of the lookahead config labelled in the `config` column (bench.parse_config;
+    """Add integer columns N, W, G of the lookahead config labelled in the `config` column (methods.parse_config;
     NaN for rows of other methods)."""
     out = df.copy()
     keys = [_lookahead_key(label) for label in out["config"].astype(str)]

@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .bench import Method, parse_config, run_benchmark
+from .bench import run_benchmark
+from .methods import Method, parse_config
 from .models import load_model
 from .provenance import provenance
 from .specs import ModelEntry

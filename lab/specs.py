@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from .bench import parse_config
+from .methods import parse_config
 from .costmodel import Shape
 from .manifest import multi_model_notebooks
 from .models import DTYPES, EMBEDDED_ALIASES, EMBEDDED_NAME, Weights, locate_weights
@@ -58,7 +58,7 @@ def parse_size(size: str | None) -> float | None:
 
 
 def check_config(text: str) -> str:
-    """A lookahead config 'N,W,G' or 'N,W,G,C,M' (bench.parse_config's rule), returned unchanged."""
+    """A lookahead config 'N,W,G' or 'N,W,G,C,M' (methods.parse_config's rule), returned unchanged."""
     try:
         parse_config(str(text))
     except ValueError as err:

@@ -10,7 +10,8 @@ from typing import Any
 
 from lade.config import LookaheadConfig
 
-from .bench import Method, runs_headline_prompts
+from .bench import runs_headline_prompts
+from .methods import Method
 from .experiments import ablation_methods, scaling_methods
 from .runs import headline_for, methods_for
 from .specs import ModelEntry

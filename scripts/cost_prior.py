@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from lab.bench import Method, parse_config, run_benchmark
+from lab.bench import run_benchmark
+from lab.methods import Method, parse_config
 from lab.results import load_results, save_results
 from lab.models import load_model
 

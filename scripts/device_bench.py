@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lab.bench import Method, run_benchmark, summarize, time_generate
+from lab.bench import run_benchmark, summarize, time_generate
+from lab.methods import Method
 from lade.cost import TASKS, choose_config, measure_latency, predict
 from lab.provenance import provenance
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from lab.agreement import agreement_table, check_agreement, first_divergence
-from lab.bench import Method, run_benchmark
+from lab.bench import run_benchmark
+from lab.methods import Method
 from lab.models import load_model
 from tiny_hub import save_tiny_chat_model
 

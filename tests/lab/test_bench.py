@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import lade
-from lab.bench import ROW_COLUMNS, Method, main, parse_config, run_benchmark, summarize
+from lab.bench import ROW_COLUMNS, main, run_benchmark, summarize
+from lab.methods import Method, parse_config
 from lab.results import load_results, save_results
 from lab.models import load_model
 from lab.runs import headline_for
