@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export LADE_CACHE="${LADE_CACHE:-$PWD/.cache}"  # models and latency profiles in the checkout (lade's default: ~/.cache/lade)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the lab wing for the kernels (set-up's .pth does it too)
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 spec=data/experiments/embedded-cpu.yaml plan=0 options=()
