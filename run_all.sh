@@ -12,6 +12,8 @@
 # LADE_SKIP_SETUP=1 skips set-up (for callers that ran it, e.g. the tests); LADE_VENV: the environment (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")"
+export LADE_CACHE="${LADE_CACHE:-$PWD/.cache}"  # models and latency profiles in the checkout (lade's default: ~/.cache/lade)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the lab wing for the kernels (set-up's .pth does it too)
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 spec=data/experiments/embedded-cpu.yaml plan=0 options=()
@@ -29,13 +31,13 @@ venv="${LADE_VENV:-.venv}"
 [[ "${LADE_SKIP_SETUP:-0}" == 1 ]] || scripts/setup.sh --no-model
 
 if [[ $plan == 1 ]]; then
-    exec "$venv/bin/python" -m lade.lab.plan show "$spec" "${options[@]}"
+    exec "$venv/bin/python" -m lab.plan show "$spec" "${options[@]}"
 fi
 
 # the spec resolved per notebook; stops here (exit 2 or 3, with the reason) on a bad spec or missing weights
 mkdir -p build/notebooks figures
 rm -f build/notebooks/*.params.yaml
-listing="$("$venv/bin/python" -m lade.lab.plan prepare "$spec" --out build/notebooks "${options[@]}")"
+listing="$("$venv/bin/python" -m lab.plan prepare "$spec" --out build/notebooks "${options[@]}")"
 mapfile -t notebooks <<< "$listing"
 
 failed=() total=$SECONDS

@@ -1,7 +1,7 @@
 """lade: model-independent lookahead decoding for transformers (arXiv 2402.02057).
 
 The decoder depends on torch and transformers only; the research harness (prompt sets, model preparation,
-benchmarks, experiments, figures) is `lade.lab`, installed with `pip install 'lade[lab]'`.
+benchmarks, experiments, figures) is the repository's `lab/` wing, used from a checkout.
 """
 
 from .api import generate

@@ -38,7 +38,7 @@ from .device import device_description, synchronize
 from .encoder_decoder import EncoderDecoderCall
 from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
-from .paths import cache_dir
+from .user_cache import cache_dir
 from .tree import TokenTree
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured

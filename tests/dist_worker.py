@@ -53,7 +53,7 @@ def exact(rank: int) -> None:
 
 def sampling(rank: int) -> None:
     """Rank 0 verifies with lade's lossless sampling walk; the output must be single-process lade's for the same
-    sampling_seed (whose distribution tests/test_sampling.py checks), step by step, across configs and warpers."""
+    sampling_seed (whose distribution tests/core/test_sampling.py checks), step by step, across configs and warpers."""
     model, cases, best = tiny_model("llama", "sdpa", vocab_size=12), 0, 0
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)  # sharp logits over 12 tokens: drafts from its own samples often accepted

@@ -62,3 +62,12 @@ def save_tiny_awq(folder: Path, arch: str = "llama") -> Path:
     model.config.save_pretrained(folder)
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
+
+
+def hide_packages(monkeypatch, *packages: str) -> None:
+    """Make `packages` uninstalled for one test: importlib finds no spec for a module whose sys.modules entry is None
+    (the environment changes, not lade)."""
+    import sys
+
+    for package in packages:
+        monkeypatch.setitem(sys.modules, package, None)

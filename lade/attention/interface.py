@@ -10,7 +10,7 @@ fewer tokens); None means causal.
 "lade_sdpa": transformers' sdpa attention, except that a masked call with grouped key/value heads on CPU reads the
 heads in place (SDPA's enable_gqa) where transformers copies the whole cache per layer (repeat_kv); it takes the
 same masks as "sdpa" (the "mask" path runs sdpa models under it).
-Registered once on import (transformers' public extension point); lade.attention.paths selects them per forward.
+Registered once on import (transformers' public extension point); lade.attention.choice selects them per forward.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ class NGramPool:
     With `match_tokens=2` only continuations seen after `before` are candidates at all.
     """
 
-    def __init__(self, ngram_size: int, guess_set_size: int, capacity: int | None = None, match_tokens: int = 1) -> None:
+    def __init__(self, ngram_size: int, guess_set_size: int, capacity: int | None = None,
+                 match_tokens: int = 1) -> None:
         self.ngram_size = ngram_size
         self.guess_set_size = guess_set_size
         self.capacity = guess_set_size if capacity is None else capacity

@@ -1,0 +1,169 @@
+"""Every figure renders from a small results file with axis labels, clean tick labels, error bars (or bands) where
+numbers carry an interval, legends outside the axes, and identical bytes when rendered twice (PNG and PDF)."""
+
+import re
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from lab import calibration as cal  # noqa: E402
+from lab import costmodel as cm  # noqa: E402
+from lab import experiments as ex  # noqa: E402
+from lab import figures as fg  # noqa: E402
+from lab import figures_cost as fc  # noqa: E402
+from lab import gpu_model as gm  # noqa: E402
+from lab import validation as vd  # noqa: E402
+from lab.bench import ROW_COLUMNS  # noqa: E402
+from cost_data import REFERENCE  # noqa: E402
+
+ARTEFACT = re.compile(r"\d\.\d*(0000\d|9999\d)|\d\.\d{6,}")
+
+
+def _bench_rows(methods: dict[str, str], prompts: int = 3, seed: int = 0) -> pd.DataFrame:
+    """Benchmark rows (ROW_COLUMNS) of `methods` (name -> config) on mt_bench prompts, greedy included."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(prompts):
+        greedy_wall = 5.0 + rng.uniform(0, 1)
+        for i, (name, config) in enumerate({"greedy": "", **methods}.items()):
+            wall = greedy_wall * (1 if name == "greedy" else rng.uniform(0.6, 1.4))
+            calls = 64 if name == "greedy" else int(rng.integers(30, 50))
+            rows.append({"prompt_set": "mt_bench", "prompt_id": str(81 + p), "method": name, "config": config,
+                         "prompt_tokens": 60, "new_tokens": 64, "wall_s": wall, "tokens_per_s": 64 / wall,
+                         "forward_calls": calls, "compression": 64 / calls, "step_tokens": 1.0 if i == 0 else 20.0,
+                         "single_token_steps": 1.0 if i == 0 else 0.0, "forward_s": wall * 0.97,
+                         "host_share": 0.03, "matches_greedy": True, "speedup": greedy_wall / wall})
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+@pytest.fixture(scope="module")
+def cost_inputs():
+    obs = cal.observations(cal.load_published())
+    lookup = cal.compression_lookup(REFERENCE)
+    loo = cal.leave_one_out(obs, lookup)
+    fit = cal.fit(obs, lookup)
+    sigma = cal.class_sigma(loo, cal.transfer_error(obs, lookup, "RTX 3090"), list(cm.gpus()))
+    return obs, loo, fit, sigma
+
+
+def _figures(cost_inputs):
+    """name -> (factory, whether its numbers carry intervals)."""
+    obs, loo, fit, sigma = cost_inputs
+    bench = _bench_rows({"lade(4,5,5)": "4,5,5", "lade(5,15,15)": "5,15,15", "pld(10)": ""})
+    outlier = bench.index[bench["method"] == "pld(10)"][0]  # one prompt far faster than the rest (its dot must show)
+    bench.loc[outlier, "wall_s"] /= 8
+    bench.loc[outlier, "speedup"] *= 8
+    summary = ex.speedup_summary(bench)
+    labels = ex.ablation_methods(5)
+    ablation = _bench_rows({m.name: m.config_label() for m in labels.values()})
+    scaling = _bench_rows({f"lade({n},{w},{w})": f"{n},{w},{w}" for n in (3, 5) for w in (1, 2, 4)})
+    sampling = pd.DataFrame([{"prompt_set": "humaneval", "prompt_id": str(p), "temperature": t, "method": m,
+                              "new_tokens": 32, "wall_s": 2.0 + 0.1 * p + (0.3 * t if m == "lade" else 0),
+                              "tokens_per_s": 0.0, "forward_calls": 32 if m == "plain" else 20 + p,
+                              "compression": 0.0, "speedup": 1.0}
+                             for t in (0.3, 0.7, 1.0) for p in range(3) for m in ("plain", "lade")])
+    dist = pd.DataFrame([{"sampler": s, "sample": i, "position": pos, "token": (i + pos) % 4,
+                          "text": str((i + pos) % 4)}
+                         for s in ("plain", "plain (independent seeds)", "lade") for i in range(8) for pos in range(3)])
+    ranks = pd.DataFrame({"label": ["1 rank", "2 ranks", "reference"], "ranks": [1, 2, 1],
+                          "compression": [1.4, 1.5, 1.5], "step_tokens_per_rank": [12.0, 7.0, 20.0]})
+    measured = pd.DataFrame({"q": [1, 4, 16, 64], "seconds": [0.05, 0.07, 0.09, 0.17]})
+    measured["relative"] = measured["seconds"] / 0.05
+    curves = gm.latency_curves(fit, sigma, ["Llama-2-7B"], [1, 2, 8, 32, 128, 512])
+    grid = gm.predict_grid(fit, sigma, REFERENCE, loo, ["Llama-2-7B", "Llama-2-13B"])
+    validation = pd.DataFrame({"results_file": ["a.jsonl"] * 3, "prompt_set": ["mt_bench"] * 3,
+                               "method": ["x", "y", "z"], "config": ["4,5,5", "5,7,7", "8,0,2,16,2"], "prompts": 3,
+                               "speedup": [0.7, 0.9, 1.1], "speedup_low": [0.6, 0.8, 0.95],
+                               "speedup_high": [0.8, 1.0, 1.3], "predicted_speedup": [0.75, 0.85, 1.05]})
+    validation["error"] = validation["predicted_speedup"] / validation["speedup"] - 1
+    return {
+        "speedup_bars": (lambda: fg.speedup_bars(bench, summary, ex.published_speedups("MT-Bench", "Llama-2"),
+                                                 fg.title("t", "embedded", "MT-Bench", "cpu")), True),
+        "scaling": (lambda: fg.scaling_plot(ex.scaling_table(scaling, 135_000_000), "t"), True),
+        "ranks": (lambda: fg.ranks_plot(ranks, "t"), False),
+        "sampling": (lambda: fg.sampling_plot(sampling, "t"), True),
+        "distribution": (lambda: fg.distribution_plot(dist, ex.total_variation(dist), "t"), False),
+        "ablation": (lambda: fg.ablation_plot(ex.ablation_table(ablation, labels), list(labels), "t"), True),
+        "latency": (lambda: fc.latency_plot(curves, measured, gm.published_step_costs(loo), "Llama-2-7B", "cpu", "t"),
+                    True),
+        "heatmap": (lambda: fc.gpu_speedup_heatmap(grid, gm.best_configs(grid), "chat", "t"), True),
+        "rtx3090": (lambda: fc.rtx3090_plot(gm.gpu_case(loo, "RTX 3090", sigma["RTX 3090"]), "t"), True),
+        "calibration": (lambda: fc.calibration_plot(loo, "t"), True),
+        "cpu_validation": (lambda: fc.cpu_validation_plot(validation, vd.median_abs_error(validation), "t"), True),
+    }
+
+
+def _has_intervals(fig) -> bool:
+    """Error bars, a shaded band, or interval text (heatmap cells: 'low-high')."""
+    for ax in fig.axes:
+        if any(isinstance(c, matplotlib.container.ErrorbarContainer) for c in ax.containers):
+            return True
+        if any(isinstance(c, matplotlib.collections.PolyCollection) for c in ax.collections):
+            return True
+        if any(re.search(r"\d\.\d\d-\d\.\d\d", t.get_text()) for t in ax.texts):
+            return True
+    return False
+
+
+def _points_outside(ax) -> list[tuple[float, float]]:
+    """Marker points (single prompts, measured values) that the axes limits cut off."""
+    (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+    outside = []
+    for line in ax.get_lines():
+        if line.get_marker() in (None, "None", "", " "):
+            continue
+        for x, y in zip(np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)):
+            if np.isfinite(x) and np.isfinite(y) and not (x0 <= x <= x1 and y0 <= y <= y1):
+                outside.append((float(x), float(y)))
+    return outside
+
+
+def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypatch):
+    fg.setup_style()
+    for name, (factory, intervals) in _figures(cost_inputs).items():
+        fig = factory()
+        fig.canvas.draw()
+        axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+        for ax in axes:
+            assert ax.get_xlabel() or ax.get_ylabel() or ax.get_title(), f"{name}: an axes without labels"
+        fg.clean_ticks(fig)
+        fig.canvas.draw()
+        ticks = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()]
+        assert not [t for t in ticks if ARTEFACT.search(t)], f"{name}: float artefacts in {ticks}"
+        assert not intervals or _has_intervals(fig), f"{name}: no error bars or bands"
+        for ax in axes:
+            assert not _points_outside(ax), f"{name}: data points outside the axes limits {_points_outside(ax)}"
+        renderer = fig.canvas.get_renderer()
+        for legend in fig.legends:
+            box = legend.get_window_extent(renderer)
+            assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in axes), f"{name}: legend on axes"
+        matplotlib.pyplot.close(fig)
+        digests = []
+        for attempt in ("a", "b"):  # re-plotting the same results, as a recompute=False run does
+            monkeypatch.setenv("LADE_FIGURES_DIR", str(tmp_path / attempt))
+            fig = factory()
+            paths = fg.save(fig, name, provenance={"git_commit": "abc", "params": {"weights_sha256": "f00"}})
+            digests.append([p.read_bytes() for p in paths])
+            matplotlib.pyplot.close(fig)
+        assert digests[0][0] == digests[1][0], f"{name}: PNG bytes differ"
+        assert digests[0][1] == digests[1][1], f"{name}: PDF bytes differ"
+        assert b"weights sha256 f00" in digests[0][1]
+
+
+def test_titles_name_the_model():
+    assert "model: SmolLM2-135M-Instruct |" in fg.title("x", "embedded", "d", "cpu")
+    assert fg.model_label("/models/Llama-2-7b-chat-hf", "torch.float16") == "Llama-2-7b-chat-hf, fp16"
+    assert fg._number(0.30000000000000004) == "0.3" and fg._number(1e-7) == "1e-07"
+
+
+def test_prompt_counts_name_the_headline_methods_that_ran_more():
+    assert fg.prompt_counts({"n_prompts": {"humaneval": 5}}, "humaneval") == "5 prompts"
+    assert fg.prompt_counts({"n_prompts": 4, "headline": [], "headline_prompts": None}, "x") == "4 prompts"
+    params = {"n_prompts": {"humaneval": 5, "gsm8k": 3}, "headline": ["lade-auto"],
+              "headline_prompts": {"humaneval": 45, "gsm8k": 3}}
+    assert fg.prompt_counts(params, "humaneval") == "5 prompts (greedy and lade-auto: 45)"
+    assert fg.prompt_counts(params, "gsm8k") == "3 prompts"

@@ -1,0 +1,62 @@
+"""The embedded SmolLM2-135M-Instruct: greedy lookahead equals plain greedy on real MT-Bench and
+HumanEval prompts (128 new tokens), and really compresses decoding."""
+
+import os
+
+import pytest
+import torch
+
+import lade
+from lab.prompts import encode_chat, load_prompts
+from lab.models import load_model
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))  # a real model uses every core
+    yield load_model("embedded")
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("prompt_set, index", [("mt_bench", 0), ("mt_bench", 9), ("humaneval", 0), ("humaneval", 2)])
+def test_greedy_identical_on_real_prompts(smollm2, prompt_set, index):
+    model, tokenizer = smollm2
+    ids, mask = encode_chat(tokenizer, load_prompts(prompt_set)[index]["prompt"])
+    kw = dict(do_sample=False, max_new_tokens=128, eos_token_id=None)
+    ref = model.generate(ids, attention_mask=mask, **kw)
+    out, stats = lade.generate(model, ids, lade.LookaheadConfig(window_size=5, ngram_size=4, guess_set_size=5),
+                               attention_mask=mask, return_stats=True, **kw)
+    print(f"{prompt_set}[{index}]: compression {stats.compression:.2f} over {stats.steps} steps")
+    assert torch.equal(out, ref)
+    assert stats.compression > 1.1
+
+
+def first_shape_disagreement(model, ids, mask, new_tokens: int = 48) -> int | None:
+    """Plain greedy's own consistency: the first generated position whose token differs from the argmax of one
+    forward over the whole greedy sequence (many tokens per forward, as any multi-token decoder feeds)."""
+    out = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens, eos_token_id=None)
+    with torch.no_grad():
+        logits = model(out, attention_mask=torch.ones_like(out)).logits[0]  # [S, V]
+    same = logits[ids.shape[1] - 1 : -1].argmax(-1) == out[0, ids.shape[1] :]
+    return None if bool(same.all()) else int((~same).nonzero()[0])
+
+
+def test_int8_smollm2_disagrees_with_itself_across_forward_shapes(smollm2):
+    """Why lade is not asserted token-identical on SmolLM2 in bitsandbytes 8-bit: plain transformers does not
+    agree with itself there. Feeding the greedy sequence in one forward changes the argmax at a generated
+    position (8-bit with and without outlier decomposition; measured: HumanEval/0 at the first generated token),
+    so no decoder that feeds several tokens per forward, lookahead or transformers' own prompt lookup, can
+    reproduce plain greedy token for token. fp32 agrees (and lade is exact there: the tests above)."""
+    from transformers import BitsAndBytesConfig
+
+    _, tokenizer = smollm2
+    prompts = [encode_chat(tokenizer, p["prompt"]) for p in load_prompts("humaneval", n=2)]
+    assert all(first_shape_disagreement(smollm2[0], ids, mask) is None for ids, mask in prompts)
+    for threshold in (6.0, 0.0):
+        int8, _ = load_model("embedded", quantization_config=BitsAndBytesConfig(load_in_8bit=True,
+                                                                                 llm_int8_threshold=threshold))
+        found = [first_shape_disagreement(int8, ids, mask) for ids, mask in prompts]
+        assert any(f is not None for f in found), f"int8 (threshold {threshold}) agrees with itself now: {found}"

@@ -1,0 +1,76 @@
+"""The one definition of compression and speedup, and the bootstrap intervals around them (lab.stats)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lab.stats import compression, interval, planned_speedup_intervals, speedup, summarize_runs
+
+
+def test_definitions_on_known_counts():
+    """Token-weighted compression is not the mean of per-prompt ratios: 300 tokens in 100 forwards plus 10 tokens in
+    10 forwards is 310 / 110, where the per-prompt mean would say 2.0. Speedup is the ratio of total throughputs."""
+    assert compression([300, 10], [100, 10]) == pytest.approx(310 / 110)
+    assert speedup([100, 100], [10.0, 30.0], [100, 100], [5.0, 35.0]) == pytest.approx(40 / 40)
+    assert speedup([100, 50], [10.0, 10.0], [100, 50], [5.0, 5.0]) == pytest.approx(2.0)
+
+
+def test_interval_covers_the_truth_about_95_percent_of_the_time():
+    """Seeded simulation: 40 prompts with new tokens ~ N(100, 20^2) and forwards ~ N(60, 10^2), so the token-weighted
+    compression estimates 100 / 60. Over 300 data sets the 95% interval must hold 100/60 in about 95% of them
+    (binomial sd at 300 repetitions is 1.3 points; the bootstrap of a ratio from 40 prompts runs 1-2 points below
+    nominal)."""
+    rng = np.random.default_rng(2024)
+    hits = 0
+    for i in range(300):
+        sample = (rng.normal(100, 20, 40), rng.normal(60, 10, 40))
+        low, high = interval(compression, sample, n_resamples=999, seed=i)
+        hits += low <= 100 / 60 <= high
+    assert 0.90 <= hits / 300 <= 0.98
+
+
+def test_interval_edge_cases():
+    """One prompt gives no interval; identical prompts give a zero-width one; ragged samples are refused."""
+    assert all(np.isnan(interval(compression, ([10.0], [5.0]))))
+    assert interval(compression, ([10.0, 10.0, 10.0], [5.0, 5.0, 5.0])) == (2.0, 2.0)
+    with pytest.raises(ValueError, match="one length"):
+        interval(compression, ([1.0, 2.0], [1.0]))
+
+
+def _runs(walls: dict[str, list[float]], calls: dict[str, list[int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"prompt_set": "s", "prompt_id": str(i), "method": m, "new_tokens": 64, "wall_s": w,
+                          "forward_calls": calls[m][i]} for m, ws in walls.items() for i, w in enumerate(ws)])
+
+
+def test_summarize_runs_pairs_prompts_with_their_reference():
+    """The method's time on each prompt is set against greedy's time on the same prompt; a prompt without a greedy
+    row is an error, not a silent drop."""
+    runs = _runs({"greedy": [2.0, 4.0, 6.0], "fast": [1.0, 2.0, 3.0]}, {"greedy": [64] * 3, "fast": [32, 30, 34]})
+    out = summarize_runs(runs).set_index("method")
+    assert out.loc["fast", "speedup"] == pytest.approx(2.0)
+    assert out.loc["fast", "speedup_low"] == out.loc["fast", "speedup_high"] == pytest.approx(2.0)
+    assert out.loc["fast", "compression"] == pytest.approx(192 / 96)
+    assert out.loc["fast", "compression_low"] < 2.0 < out.loc["fast", "compression_high"]
+    with pytest.raises(ValueError, match="no 'greedy' row"):
+        summarize_runs(runs[~((runs["method"] == "greedy") & (runs["prompt_id"] == "1"))])
+    with pytest.raises(ValueError, match="lack columns"):
+        summarize_runs(runs.drop(columns="wall_s"))
+
+
+def test_planned_intervals_narrow_with_the_square_root_of_the_prompts():
+    """Drawing n prompts from a pilot: four times the prompts give about half the interval; a pilot whose method is
+    always twice as fast gives zero width; a method without two paired prompts is refused."""
+    rng = np.random.default_rng(7)
+    greedy = rng.uniform(3.0, 4.0, 30)
+    runs = _runs({"greedy": list(greedy), "fast": list(greedy / rng.lognormal(0.3, 0.25, 30))},
+                 {"greedy": [64] * 30, "fast": [32] * 30})
+    plan = planned_speedup_intervals(runs, "fast", [20, 80], draws=20).set_index("prompts")
+    assert 0.35 < plan.loc[80, "above"] / plan.loc[20, "above"] < 0.65
+    assert 0.35 < plan.loc[80, "below"] / plan.loc[20, "below"] < 0.65
+    assert plan.loc[20, "above_p90"] >= plan.loc[20, "above"]
+    exact = _runs({"greedy": [2.0, 4.0, 6.0], "fast": [1.0, 2.0, 3.0]}, {"greedy": [64] * 3, "fast": [32] * 3})
+    exact_plan = planned_speedup_intervals(exact, "fast", [5], draws=3)
+    assert exact_plan.loc[0, "above"] == pytest.approx(0.0) and exact_plan.loc[0, "share_wider_than_target"] == 0.0
+    assert planned_speedup_intervals(runs, "fast", [3], target=1e-6, draws=5).loc[0, "share_wider_than_target"] == 1.0
+    with pytest.raises(ValueError, match="need two or more"):
+        planned_speedup_intervals(exact, "missing", [5])
