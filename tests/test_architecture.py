@@ -93,7 +93,7 @@ def import_graph_keys() -> set[str]:
 
 
 def test_modules_stay_small():
-    """A module past ~400 lines is asking to be split (STYLE.md)."""
+    """A module past ~400 lines is asking to be split."""
     long = {module_name(p): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
     assert not long
 
