@@ -163,7 +163,7 @@ CORE_SCRIPT = textwrap.dedent("""
     try:
         import lade.lab
     except ImportError as error:
-        assert "pip install 'lade[lab]'" in str(error), error
+        assert "pip install 'lade-decoding[lab]'" in str(error), error
     else:
         raise AssertionError("lade.lab imported without its dependencies")
     print("CORE OK")

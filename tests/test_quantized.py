@@ -86,15 +86,15 @@ def test_missing_backend_says_what_to_install(method, package, extra, monkeypatc
     monkeypatch.setattr(quantization, "_installed", lambda package: False)
     model = tiny_model("llama")
     model.config.quantization_config = {"quant_method": method}
-    with pytest.raises(ImportError, match=rf"'{package}' package: pip install 'lade\[{extra}\]'"):
+    with pytest.raises(ImportError, match=rf"'{package}' package: pip install 'lade-decoding\[{extra}\]'"):
         lade.generate(model, random_prompt(0), **GREEDY)
 
 
 def test_load_model_checks_the_backend_first(tiny_folder, monkeypatch):
     monkeypatch.setattr(quantization, "_installed", lambda package: False)
-    with pytest.raises(ImportError, match=r"pip install 'lade\[awq\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lade-decoding\[awq\]'"):
         load_model(str(tiny_folder), quantization_config=AwqConfig(bits=4))
-    with pytest.raises(ImportError, match=r"pip install 'lade\[bnb\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lade-decoding\[bnb\]'"):
         load_model(str(tiny_folder), quantization_config=BitsAndBytesConfig(load_in_8bit=True))
 
 

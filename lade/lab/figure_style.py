@@ -111,13 +111,13 @@ def save(fig: plt.Figure, name: str, quick: bool, provenance: Mapping[str, Any])
 
 
 def provenance_note(prov: Mapping[str, Any]) -> str:
-    """'git <commit>[ (dirty)][; weights sha256 <digest>]'; a record without a commit is refused (a figure must say
-    which run it draws)."""
-    if not isinstance(prov, Mapping) or not prov.get("git_commit"):
+    """'git <commit>[ (dirty)][; weights sha256 <digest>]'; a record that is not a provenance record (no
+    git_commit entry) is refused: a figure must say which run it draws ('git unknown' outside a git checkout)."""
+    if not isinstance(prov, Mapping) or "git_commit" not in prov:
         raise ValueError("figures.save needs the provenance of the results it draws (a record with git_commit, as "
                          "load_results(...).attrs['provenance']): pass it as the fourth argument")
     params = prov.get("params") or {}
-    parts = [f"git {prov['git_commit']}" + (" (dirty)" if prov.get("git_dirty") else "")]
+    parts = [f"git {prov['git_commit'] or 'unknown'}" + (" (dirty)" if prov.get("git_dirty") else "")]
     if params.get("weights_sha256"):
         parts.append(f"weights sha256 {params['weights_sha256']}")
     return "; ".join(parts)
