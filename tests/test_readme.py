@@ -55,6 +55,8 @@ def test_readme_is_short_and_keeps_the_two_commands():
 
 def test_no_project_file_cites_notes_outside_the_repository():
     """Every source a project file names must be in the repository or public."""
-    found = subprocess.run(["git", "-C", str(REPO), "grep", "-nE", r"ANCHORS|STYLE\.md|DESIGN\.md|\.\./shared", "--",
-                            ":!data/results", ":!tests/test_readme.py"], capture_output=True, text=True).stdout
+    private = "|".join(["ANCH" + "ORS", "STY" + r"LE\.md", "DES" + r"IGN\.md", r"\.\./sha" + "red"])  # in parts:
+    # so that this file does not match itself. Results files are excluded: the next run regenerates them.
+    found = subprocess.run(["git", "-C", str(REPO), "grep", "-nE", private, "--", ":!data/results"],
+                           capture_output=True, text=True).stdout
     assert not found, found
