@@ -59,3 +59,7 @@ if [[ ${#failed[@]} -gt 0 ]]; then
     echo "run_all: FAILED notebook(s): ${failed[*]}" >&2
     exit 1
 fi
+# a full run into data/results/ refreshes the README's results table from what it wrote (lab.readme)
+if [[ " ${options[*]} " != *" --quick "* && -z "${LADE_RESULTS_DIR:-}" ]]; then
+    "$venv/bin/python" -m lab.readme
+fi

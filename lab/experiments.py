@@ -78,8 +78,8 @@ def published_speedups(dataset: str, model_prefix: str) -> pd.DataFrame:
     rows["config"] = rows.apply(
         lambda r: "" if pd.isna(r["window_size"]) else
         f"{int(r['ngram_size'])},{int(r['window_size'])},{int(r['guess_set_size'])}", axis=1)
-    return rows[["source", "model", "params_b", "dataset", "hardware", "config", "speedup", "baseline_tok_s",
-                 "lade_tok_s"]].reset_index(drop=True)
+    return rows[["source", "model", "params_b", "dataset", "hardware", "n_gpus", "dtype", "config", "speedup",
+                 "baseline_tok_s", "lade_tok_s"]].reset_index(drop=True)
 
 
 def scaling_methods(ngram_sizes: Sequence[int], window_sizes: Sequence[int]) -> list[Method]:
@@ -240,5 +240,8 @@ def ablation_table(df: pd.DataFrame, labels: Mapping[str, Method]) -> pd.DataFra
     paper_variant = ["prompt n-grams only (W=1, G=15)", "lookahead W=30, G=1", "lookahead W=15, G=15",
                      "lookahead W=15, G=15 + prompt pool"]
     paper = paper.assign(variant=paper_variant[: len(paper)])
-    return ours.merge(paper[["variant", "speedup", "compression"]].rename(
-        columns={"speedup": "published_speedup", "compression": "published_compression"}), on="variant", how="left")
+    table = ours.merge(paper[["variant", "speedup", "compression", "verified"]].rename(
+        columns={"speedup": "published_speedup", "compression": "published_compression",
+                 "verified": "published_verified"}), on="variant", how="left")
+    table.attrs = dict(df.attrs)  # the provenance of the run it summarises
+    return table

@@ -8,10 +8,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .figures import ERRORBAR, MEASURED, MODELLED, OKABE_ITO, PUBLISHED, PUBLISHED_BAR, legend_below, unity
+from . import calibration as cal
+from .figure_style import ERRORBAR, MEASURED, MODELLED, OKABE_ITO, PUBLISHED, PUBLISHED_BAR, legend_below, unity
 from .stats import Z95
 
 LINESTYLES = ("-", "--", "-.", ":")
+UNVERIFIED = "unverified published value (paper table, from a secondary summary)"
+
+
+def unverified_points() -> set[str]:
+    """Points of data/published/gpu_lookahead.csv whose value could not be checked against its primary source."""
+    table = cal.load_published()
+    return set(table.loc[table["verified"].astype(str).str.startswith("unverified"), "point"])
 
 
 def _gpu_styles(gpus: list[str]) -> dict[str, dict]:
@@ -39,24 +47,29 @@ def latency_plot(curves: pd.DataFrame, measured: pd.DataFrame, published: pd.Dat
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.7 * nrows + 0.8), sharex=True)
     axes = axes.ravel()
     top = max(rows["relative_high"].max(), published["relative"].max() if len(published) else 0)
+    unverified = unverified_points()
     for ax, gpu in zip(axes, gpus):
         g = rows[rows["gpu"] == gpu]
-        ax.fill_between(g["q"], g["relative_low"], g["relative_high"], color=MODELLED, alpha=0.25, lw=0,
-                        label="modelled, 95% band")
+        ax.fill_between(g["q"], np.maximum(g["relative_low"], 1.0), g["relative_high"], color=MODELLED, alpha=0.25,
+                        lw=0, label="modelled, 95% band (cut at 1: a wider step never costs less than a plain one)")
         ax.plot(g["q"], g["relative"], color=MODELLED, lw=1.8, label=f"modelled: {model} fp16")
         for attention, marker in (("eager", "D"), ("flash", "s")):
             points = published[(published["gpu"] == gpu) & (published["attention"] == attention)]
-            ax.plot(points["q"], points["relative"], marker, color=PUBLISHED, mec="black", ms=6, ls="none", zorder=5,
-                    label=f"published: compression / speedup ({attention} attention)")
-        ax.set(xscale="log", ylim=(0, 1.05 * top), title=gpu)
-        unity(ax)
+            doubtful = points["point"].isin(unverified)
+            for chosen, style, label in ((~doubtful, dict(color=PUBLISHED), "published: compression / speedup"),
+                                         (doubtful, dict(mfc="white"), UNVERIFIED)):
+                if chosen.any():
+                    ax.plot(points.loc[chosen, "q"], points.loc[chosen, "relative"], marker, mec="black", ms=6,
+                            ls="none", zorder=5, label=f"{label} ({attention} attention)", **style)
+        ax.set(xscale="log", ylim=(0, 1.08 * top), title=gpu)
+        unity(ax, label="1: the cost of a plain step")
     for ax in axes[: len(gpus)]:
         ax.set_ylabel("step cost / plain step")
     ax = axes[len(gpus)]
     ax.plot(measured["q"], measured["relative"], "o-", color=MEASURED, lw=1.8, ms=4, label="measured on this device")
     ax.set(xscale="log", title=f"measured: {measured_label}", ylabel="latency(q) / latency(1)")
     ax.title.set_fontsize(8)
-    unity(ax)
+    unity(ax, label="1: the cost of a plain step")
     for ax in axes[len(gpus) + 1:]:
         ax.set_visible(False)
     for ax in axes[-ncols:]:
@@ -73,17 +86,22 @@ def latency_plot(curves: pd.DataFrame, measured: pd.DataFrame, published: pd.Dat
 
 
 def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str, heading: str) -> plt.Figure:
-    """Calibrated speedup per GPU class x config with its 95% band, one panel per model; blank where the fp16
-    weights do not fit one GPU; a black frame marks the recommended config, 'pub' a published measurement of the
-    same cell; * marks GPU classes with published speedups (the others use the transfer rule and its error)."""
+    """Calibrated speedup per GPU class x config with its 95% band, one panel per model (two per row); blank where
+    the fp16 weights do not fit one GPU; a black frame marks the recommended config, 'pub' a published measurement
+    of the same cell ('pub?' where that value is unverified); * marks GPU classes with published speedups (the
+    others use the transfer rule and its error)."""
     rows = predictions[predictions["task"] == task]
     models = list(dict.fromkeys(rows["model"]))
     gpus = list(dict.fromkeys(rows["gpu"]))
     size = rows.groupby("config")["step_tokens"].max()
     configs = sorted(dict.fromkeys(rows["config"]), key=lambda c: (size[c], c))
     calibrated = set(predictions.loc[predictions["sigma_source"] == "leave-one-out", "gpu"])
-    fig, axes = plt.subplots(1, len(models), figsize=(4.4 * len(models) + 1.5, 0.5 * len(gpus) + 2.6), sharey=True)
-    axes = np.atleast_1d(axes)
+    doubtful = unverified_points()
+    ncols = min(len(models), 2)
+    nrows = -(-len(models) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(0.95 * len(configs) * ncols + 3, (0.5 * len(gpus) + 1.2) * nrows
+                                                    + 1.2), sharey=True, squeeze=False)
+    axes = axes.ravel()
     norm = plt.matplotlib.colors.TwoSlopeNorm(vcenter=1.0, vmin=0.4, vmax=2.2)
     for ax, model in zip(axes, models):
         part = rows[rows["model"] == model].set_index(["gpu", "config"])
@@ -94,22 +112,29 @@ def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str
                 if not r["fits_memory"]:
                     continue
                 grid[i, j] = r["speedup"]
-                text = f"{r['speedup']:.2f}\n{r['speedup_low']:.2f}-{r['speedup_high']:.2f}"
-                if pd.notna(r["published_speedup"]):
-                    text += f"\npub {r['published_speedup']:.2f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=5.5, color="black")
+                pub = pd.notna(r["published_speedup"])
+                ax.text(j, i - (0.22 if pub else 0.12), f"{r['speedup']:.2f}", ha="center", va="center", fontsize=8,
+                        weight="bold")
+                ax.text(j, i + (0.04 if pub else 0.22), f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}",
+                        ha="center", va="center", fontsize=6.5)
+                if pub:
+                    mark = "pub?" if r.get("published_point", "") in doubtful else "pub"
+                    ax.text(j, i + 0.3, f"{mark} {r['published_speedup']:.2f}", ha="center", va="center", fontsize=6.5)
         image = ax.imshow(grid, cmap="PuOr", norm=norm, aspect="auto")
         chosen = best[(best["model"] == model) & (best["task"] == task)]
         for r in chosen.itertuples():
             i, j = gpus.index(r.gpu), configs.index(r.config)
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
-        ax.set_xticks(range(len(configs)), configs, rotation=40, fontsize=7)
+        ax.set_xticks(range(len(configs)), configs, fontsize=8)
         ax.set_yticks(range(len(gpus)), [f"{g} *" if g in calibrated else g for g in gpus], fontsize=8)
         ax.set(title=f"{model} (blank: does not fit)", xlabel="config N,W,G")
         ax.grid(False)
-    fig.colorbar(image, ax=axes, label="predicted speedup over greedy (x)", shrink=0.9)
-    fig.text(0.01, 0.01, "*: GPU class with published speedups (leave-one-out band); others: transfer band",
-             fontsize=7)
+    for ax in axes[len(models):]:
+        ax.set_visible(False)
+    bar = fig.colorbar(image, ax=axes[: len(models)].tolist(), label="predicted speedup over greedy (x)", shrink=0.6)
+    unity(bar.ax)
+    fig.supxlabel("*: GPU class with published speedups (leave-one-out band); others: transfer band. "
+                  "pub: published speedup of that cell (pub?: unverified)", fontsize=8)
     fig.suptitle(heading)
     return fig
 
@@ -138,27 +163,38 @@ def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
     return fig
 
 
-def calibration_plot(loo: pd.DataFrame, heading: str) -> plt.Figure:
+def calibration_plot(loo: pd.DataFrame, heading: str, worst: int = 3) -> plt.Figure:
     """Published values against the model's leave-one-out predictions (each fitted without the point it predicts)
-    with 95% bands (sigma_loo): speedups and compressions (left), plain-greedy tokens/s (right)."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.4))
+    with 95% bands (sigma_loo): speedups and compressions (left), plain-greedy tokens/s (right). The `worst`
+    points of each panel are named with their error; hollow markers are unverified published values."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
     gpus = list(dict.fromkeys(loo["gpu"]))
     styles = _gpu_styles(gpus)
     markers = {"speedup": "o", "compression": "s", "baseline": "^"}
+    doubtful = unverified_points()
     for ax, kinds in ((axes[0], ("speedup", "compression")), (axes[1], ("baseline",))):
         part = loo[loo["kind"].isin(kinds)]
         for r in part.itertuples():
             band = np.exp(Z95 * r.sigma_loo)
             err = [[r.predicted_loo - r.predicted_loo / band], [r.predicted_loo * band - r.predicted_loo]]
+            hollow = r.point in doubtful
             ax.errorbar(r.published, r.predicted_loo, yerr=err, fmt=markers[r.kind], color=styles[r.gpu]["color"],
-                        ms=6, capsize=2, label=f"{r.kind}: {r.gpu}")
+                        mfc="white" if hollow else styles[r.gpu]["color"], ms=6, capsize=2,
+                        label=f"{r.kind}: {r.gpu}" + (" (unverified)" if hollow else ""))
         bands = np.exp(Z95 * part["sigma_loo"])
         _diagonal(ax, np.concatenate([part["published"], part["predicted_loo"] / bands, part["predicted_loo"] * bands]))
-        error = part["error_loo"].abs().median()
-        ax.set(xlabel="published", ylabel="predicted, leave-one-out",
-               title=f"{' and '.join(kinds)}: median |error| {100 * error:.0f}% (n={len(part)})")
-    axes[0].set(xlabel="published speedup (x) or compression", ylabel="predicted speedup / compression, leave-one-out")
+        order = part.assign(size=part["error_loo"].abs()).nlargest(worst, "size")
+        for k, r in enumerate(order.itertuples()):
+            ax.annotate(f"{r.point}: {100 * r.error_loo:+.0f}%", (r.published, r.predicted_loo), fontsize=7,
+                        xytext=(8, 10 - 11 * k), textcoords="offset points", ha="left", va="center",
+                        arrowprops=dict(arrowstyle="-", color="0.4", lw=0.6))
+        error = part["error_loo"].abs()
+        ax.set_title(f"{' and '.join(kinds)}: median |error| {100 * error.median():.0f}%, "
+                     f"worst {100 * error.max():.0f}% (n={len(part)})", fontsize=10)
+    axes[0].set(xlabel="published speedup (x) or compression", ylabel="predicted, leave-one-out")
     axes[1].set(xlabel="published plain greedy tokens/s", ylabel="predicted tokens/s, leave-one-out")
+    unity(axes[0])
+    unity(axes[0], horizontal=False)
     handles = {}
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
@@ -185,9 +221,9 @@ def cpu_validation_plot(table: pd.DataFrame, median_error: float, heading: str) 
                                   table["speedup_high"].dropna()]))
     unity(ax)
     unity(ax, horizontal=False)
-    ax.set(xlabel="measured speedup over greedy (x, 95% interval over prompts)",
-           ylabel="predicted speedup (measured latency profile x measured step mix)",
-           title=f"median |error| {100 * median_error:.1f}% over {len(table)} (config, prompt set) runs")
+    ax.set(xlabel="measured speedup over greedy (x, 95% interval over prompts)", ylabel="predicted speedup (x)")
+    ax.set_title(f"prediction = measured latency profile x each run's step mix\nmedian |error| "
+                 f"{100 * median_error:.1f}% over {len(table)} (config, prompt set) runs", fontsize=10)
     legend_below(fig, ax, ncol=2)
     fig.suptitle(heading)
     return fig

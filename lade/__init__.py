@@ -4,6 +4,26 @@ The decoder depends on torch and transformers only; the research harness (prompt
 benchmarks, experiments, figures) is the repository's `lab/` wing, used from a checkout.
 """
 
+import importlib.metadata
+from collections.abc import Callable, Mapping
+
+
+def foreign_lade(metadata: Callable[[str], Mapping[str, str]] = importlib.metadata.metadata) -> str | None:
+    """Why this package cannot run beside an installed distribution named `lade` (on PyPI, the reference
+    implementation; it installs the same `lade` folder), or None when there is none or it is this project."""
+    try:
+        summary = metadata("lade").get("Summary") or ""
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if summary.startswith("Model-independent lookahead decoding"):  # this project under its former name
+        return None
+    return (f"another distribution named 'lade' is installed ({summary!r}), which shares the import name 'lade' with "
+            "this package (distribution 'lade-decoding'): run `pip uninstall lade`, then reinstall lade-decoding")
+
+
+if (_reason := foreign_lade()) is not None:
+    raise ImportError(_reason)
+
 from .api import generate
 from .auto import auto_config
 from .config import LookaheadConfig

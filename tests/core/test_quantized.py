@@ -87,7 +87,7 @@ def test_missing_backend_says_what_to_install(method, package, extra, monkeypatc
     hide_packages(monkeypatch, package)
     model = tiny_model("llama")
     model.config.quantization_config = {"quant_method": method}
-    with pytest.raises(ImportError, match=rf"'{package}' package: pip install 'lade\[{extra}\]'"):
+    with pytest.raises(ImportError, match=rf"'{package}' package: pip install 'lade-decoding\[{extra}\]'"):
         lade.generate(model, random_prompt(0), **GREEDY)
 
 

@@ -1,5 +1,7 @@
 """Every figure renders from a small results file with axis labels, clean tick labels, error bars (or bands) where
-numbers carry an interval, legends outside the axes, and identical bytes when rendered twice (PNG and PDF)."""
+numbers carry an interval, legends outside the axes, no overlapping or clipped text, a y = 1 line on every speedup
+axis, published bars kept apart from measured ones with their device and precision named, and identical bytes
+(stamped with the results' provenance) when rendered twice (PNG and PDF)."""
 
 import re
 
@@ -14,6 +16,7 @@ from lab import calibration as cal  # noqa: E402
 from lab import costmodel as cm  # noqa: E402
 from lab import experiments as ex  # noqa: E402
 from lab import figures as fg  # noqa: E402
+from lab import figure_style as fs  # noqa: E402
 from lab import figures_cost as fc  # noqa: E402
 from lab import gpu_model as gm  # noqa: E402
 from lab import validation as vd  # noqa: E402
@@ -21,9 +24,12 @@ from lab.bench import ROW_COLUMNS  # noqa: E402
 from cost_data import REFERENCE  # noqa: E402
 
 ARTEFACT = re.compile(r"\d\.\d*(0000\d|9999\d)|\d\.\d{6,}")
+PRECISION = re.compile(r"\b(fp16|fp32|bf16|int8|int4)\b")
+PROVENANCE = {"git_commit": "abc", "git_dirty": False, "device": "test CPU (2 threads)",
+              "params": {"weights_sha256": "f00", "dtype": "torch.float32"}}
 
 
-def _bench_rows(methods: dict[str, str], prompts: int = 3, seed: int = 0) -> pd.DataFrame:
+def _bench_rows(methods: dict[str, str], prompts: int = 6, seed: int = 0) -> pd.DataFrame:
     """Benchmark rows (ROW_COLUMNS) of `methods` (name -> config) on mt_bench prompts, greedy included."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -37,7 +43,9 @@ def _bench_rows(methods: dict[str, str], prompts: int = 3, seed: int = 0) -> pd.
                          "forward_calls": calls, "compression": 64 / calls, "step_tokens": 1.0 if i == 0 else 20.0,
                          "single_token_steps": 1.0 if i == 0 else 0.0, "forward_s": wall * 0.97,
                          "host_share": 0.03, "matches_greedy": True, "speedup": greedy_wall / wall})
-    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    table.attrs["provenance"] = PROVENANCE  # as load_results gives it
+    return table
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +73,7 @@ def _figures(cost_inputs):
                               "new_tokens": 32, "wall_s": 2.0 + 0.1 * p + (0.3 * t if m == "lade" else 0),
                               "tokens_per_s": 0.0, "forward_calls": 32 if m == "plain" else 20 + p,
                               "compression": 0.0, "speedup": 1.0}
-                             for t in (0.3, 0.7, 1.0) for p in range(3) for m in ("plain", "lade")])
+                             for t in (0.3, 0.7, 1.0) for p in range(6) for m in ("plain", "lade")])
     dist = pd.DataFrame([{"sampler": s, "sample": i, "position": pos, "token": (i + pos) % 4,
                           "text": str((i + pos) % 4)}
                          for s in ("plain", "plain (independent seeds)", "lade") for i in range(8) for pos in range(3)])
@@ -122,6 +130,118 @@ def _points_outside(ax) -> list[tuple[float, float]]:
     return outside
 
 
+def _drawn_texts(fig) -> list:
+    """Every text the figure draws: titles, labels, legends, annotations and the tick labels inside the view."""
+    hidden = {id(t) for ax in fig.axes if not ax.get_visible() for t in ax.findobj(matplotlib.text.Text)}
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) * 1e-6
+            hidden |= {id(label) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                       if not low - span <= tick.get_loc() <= high + span for label in (tick.label1, tick.label2)}
+    return [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()
+            and id(t) not in hidden and (t.axes is None or t.axes.get_visible())]
+
+
+def text_problems(fig) -> list[str]:
+    """Texts that overlap each other (by more than a sliver), leave the figure, or are clipped by their axes."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t, t.get_window_extent(renderer)) for t in _drawn_texts(fig)]
+    problems = []
+    for i, (a, box_a) in enumerate(boxes):
+        if not fig.bbox.contains(box_a.x0 + 1, box_a.y0 + 1) or not fig.bbox.contains(box_a.x1 - 1, box_a.y1 - 1):
+            problems.append(f"outside the figure: {a.get_text()!r}")
+        if a.get_clip_on() and a.axes is not None and a.get_clip_box() is not None \
+                and matplotlib.transforms.Bbox.intersection(box_a, a.axes.bbox) != box_a:
+            problems.append(f"clipped by its axes: {a.get_text()!r}")
+        for b, box_b in boxes[i + 1:]:
+            inter = matplotlib.transforms.Bbox.intersection(box_a, box_b)
+            if inter is None:
+                continue
+            smaller = min(box_a.width * box_a.height, box_b.width * box_b.height) or 1.0
+            rotated = a.get_rotation() % 180 or b.get_rotation() % 180  # axis-aligned boxes of slanted text overlap
+            if inter.width * inter.height / smaller > (0.3 if rotated else 0.05):
+                problems.append(f"overlap: {a.get_text()!r} / {b.get_text()!r}")
+    return problems
+
+
+def unity_problems(fig) -> list[str]:
+    """A speedup axis without a visible 1x line above its bars."""
+    problems = []
+    for ax in [a for a in fig.axes if a.get_visible()]:
+        for horizontal, label in ((True, ax.get_ylabel()), (False, ax.get_xlabel())):
+            if "speedup" not in label.lower():
+                continue
+            lines = [line for line in ax.get_lines() if line.get_gid() == fs.UNITY and line.get_visible()
+                     and set(np.asarray(line.get_ydata() if horizontal else line.get_xdata(), float)) == {1.0}]
+            top = max((p.get_zorder() for p in ax.patches), default=0)
+            if not any(line.get_zorder() > top for line in lines):
+                problems.append(f"no y = 1 line on {label!r}")
+    return problems
+
+
+def _is_measured(patch) -> bool:
+    return matplotlib.colors.to_hex(patch.get_facecolor(), keep_alpha=False) == fs.MEASURED.lower()
+
+
+def mixing_problems(fig) -> list[str]:
+    """Published (hatched) and measured bars on one axis need a separator between them and group headers naming
+    each group's device and precision."""
+    problems = []
+    for ax in fig.axes:
+        bars = [p for p in ax.patches if isinstance(p, matplotlib.patches.Rectangle)]
+        published = [p for p in bars if p.get_hatch()]
+        measured = [p for p in bars if not p.get_hatch() and _is_measured(p)]
+        if not published or not measured:
+            continue
+        gap = (max(p.get_x() + p.get_width() for p in published), min(p.get_x() for p in measured))
+        rules = [line for line in ax.get_lines() if line.get_gid() == "separator"
+                 and gap[0] <= np.asarray(line.get_xdata(), float)[0] <= gap[1]]
+        headers = [t.get_text() for t in ax.texts if t.get_gid() == fs.GROUP_HEADER]
+        if not rules:
+            problems.append(f"{ax.get_ylabel()!r}: published and measured bars without a separator")
+        if len(headers) < 2 or not all(PRECISION.search(h) for h in headers):
+            problems.append(f"{ax.get_ylabel()!r}: group headers must name device and precision, got {headers}")
+    return problems
+
+
+def test_the_figure_checks_catch_what_they_check():
+    """A deliberately bad figure (overlapping labels, a speedup axis without its 1x line, published and measured
+    bars mixed without a separator or headers) must fail each check; otherwise a passing check proves nothing."""
+    fig, ax = matplotlib.pyplot.subplots()
+    ax.bar([0, 1], [1.5, 0.8], **fs.PUBLISHED_BAR)
+    ax.bar([2, 3], [1.1, 0.9], **fs.MEASURED_BAR)
+    ax.set_ylabel("speedup over greedy (x)")
+    ax.text(0.5, 1.2, "a long note on the first bar")
+    ax.text(0.6, 1.2, "another long note on top of it")
+    assert any("overlap" in p for p in text_problems(fig))
+    assert unity_problems(fig) and mixing_problems(fig)
+    fs.unity(ax)
+    fs.separator(ax, 1.5)
+    fs.group_header(ax, 0.5, "published: A100, fp16")
+    fs.group_header(ax, 2.5, "measured here: CPU, fp32")
+    assert not unity_problems(fig) and not mixing_problems(fig)
+    matplotlib.pyplot.close(fig)
+
+
+def test_save_requires_provenance_and_stamps_it(tmp_path, monkeypatch):
+    """A figure must say which run it draws: `save` has no default for provenance, refuses a record without a
+    commit, and writes the commit and weights digest into the PNG and PDF metadata."""
+    monkeypatch.setenv("LADE_FIGURES_DIR", str(tmp_path))
+    fig, ax = matplotlib.pyplot.subplots()
+    ax.plot([0, 1], [0, 1])
+    with pytest.raises(TypeError):
+        fg.save(fig, "x", False)  # noqa  (the missing argument is the point)
+    with pytest.raises(ValueError, match="provenance"):
+        fg.save(fig, "x", False, {})
+    png, pdf = fg.save(fig, "x", False, {**PROVENANCE, "git_dirty": True})
+    from PIL import Image
+    assert Image.open(png).info["Description"] == "git abc (dirty); weights sha256 f00"
+    assert re.search(rb"git abc \\?\(dirty\\?\); weights sha256 f00", pdf.read_bytes())  # PDF escapes parentheses
+    matplotlib.pyplot.close(fig)
+
+
 def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypatch):
     fg.setup_style()
     for name, (factory, intervals) in _figures(cost_inputs).items():
@@ -137,6 +257,9 @@ def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypat
         assert not intervals or _has_intervals(fig), f"{name}: no error bars or bands"
         for ax in axes:
             assert not _points_outside(ax), f"{name}: data points outside the axes limits {_points_outside(ax)}"
+        assert not text_problems(fig), f"{name}: {text_problems(fig)}"
+        assert not unity_problems(fig), f"{name}: {unity_problems(fig)}"
+        assert not mixing_problems(fig), f"{name}: {mixing_problems(fig)}"
         renderer = fig.canvas.get_renderer()
         for legend in fig.legends:
             box = legend.get_window_extent(renderer)
@@ -146,7 +269,7 @@ def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypat
         for attempt in ("a", "b"):  # re-plotting the same results, as a recompute=False run does
             monkeypatch.setenv("LADE_FIGURES_DIR", str(tmp_path / attempt))
             fig = factory()
-            paths = fg.save(fig, name, provenance={"git_commit": "abc", "params": {"weights_sha256": "f00"}})
+            paths = fg.save(fig, name, False, PROVENANCE)
             digests.append([p.read_bytes() for p in paths])
             matplotlib.pyplot.close(fig)
         assert digests[0][0] == digests[1][0], f"{name}: PNG bytes differ"

@@ -12,7 +12,7 @@ def test_load_model_checks_the_backend_first(tmp_path, monkeypatch):
     backend is the error (naming the extra to install), not a failure deep inside loading."""
     folder = save_tiny(tmp_path / "tiny-llama")
     hide_packages(monkeypatch, "bitsandbytes", "gptqmodel")
-    with pytest.raises(ImportError, match=r"pip install 'lade\[awq\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lade-decoding\[awq\]'"):
         load_model(str(folder), quantization_config=AwqConfig(bits=4))
-    with pytest.raises(ImportError, match=r"pip install 'lade\[bnb\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'lade-decoding\[bnb\]'"):
         load_model(str(folder), quantization_config=BitsAndBytesConfig(load_in_8bit=True))

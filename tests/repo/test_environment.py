@@ -89,13 +89,39 @@ def test_gpu_lock_is_the_cpu_lock_with_cuda_torch():
 
 
 def test_citation_is_complete():
-    """CITATION.cff names the version, release date and licence, and prefers the paper."""
+    """CITATION.cff cites the software itself (an entity as author, the pyproject version, a release date, the
+    licence) and lists the paper, the four prompt sets and the embedded model under `references`, each with a URL."""
     cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software" and "preferred-citation" not in cff
     assert cff["version"] == pyproject()["project"]["version"]
-    assert cff["license"] == "Apache-2.0" and str(cff["date-released"])
-    paper = cff["preferred-citation"]
-    assert paper["title"].startswith("Break the Sequential Dependency") and paper["year"] == 2024
-    assert any(i["value"] == "arXiv:2402.02057" for i in paper["identifiers"])
+    assert cff["license"] == "Apache-2.0" and str(cff["date-released"]) and cff["authors"][0]["name"]
+    titles = " | ".join(r["title"] for r in cff["references"])
+    for cited in ("Break the Sequential Dependency", "MT-Bench", "Trained on Code", "Math Word Problems",
+                  "Speculative Decoding", "SmolLM2-135M-Instruct"):
+        assert cited in titles, cited
+    assert all(r["url"].startswith("https://") for r in cff["references"])
+    paper = cff["references"][0]
+    assert any(i["value"] == "arXiv:2402.02057" for i in paper["identifiers"]) and paper["year"] == 2024
+
+
+def test_a_foreign_lade_distribution_is_refused():
+    """The PyPI name `lade` belongs to the reference implementation, which installs the same `lade` folder: an
+    installed `lade` that is not this project must be named with the fix; none, or this project under its former
+    name, must pass. The lookup is passed in, so no environment is changed."""
+    import importlib.metadata
+
+    import lade
+
+    def installed(summary):
+        return lambda name: {"Name": name, "Summary": summary}
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    assert pyproject()["project"]["name"] == "lade-decoding"
+    assert "pip uninstall lade" in lade.foreign_lade(installed("Lookahead Decoding Implementation"))
+    assert lade.foreign_lade(missing) is None
+    assert lade.foreign_lade(installed(pyproject()["project"]["description"])) is None
 
 
 def test_conda_python_matches_this_interpreter_series():
@@ -119,7 +145,7 @@ def test_pyproject_dependencies_are_locked_consistently():
                                                        if name not in UNLOCKED_EXTRAS for r in extra]
     for requirement in requirements:
         name = canonical(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0])
-        if name == "lade":  # an extra naming another extra of lade itself
+        if name == canonical(project["name"]):  # an extra naming another extra of this project itself
             continue
         assert name in pins, f"{name} (pyproject) missing from requirements.lock"
         if "==" in requirement:

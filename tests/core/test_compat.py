@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOWEST = "5.20.0"  # the lower end of pyproject's transformers range
 VERSIONS = os.environ.get("LADE_COMPAT_TRANSFORMERS", LOWEST).split(",")
 

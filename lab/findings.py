@@ -1,0 +1,156 @@
+"""The notebooks' Findings, computed from their results files: each claim with its number, 95% interval and n, and
+what it means ("faster", "slower", "inconclusive" where the interval covers 1, raw points where n < 5), so no
+number in a notebook's prose is typed by hand. One function per notebook; each returns markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .experiments import ablation_methods, ablation_table, scaling_table, speedup_summary, total_variation
+from .figures_run import noise_band
+from .results import load_results
+from .stats import SEED, summarize_runs
+
+MIN_INTERVAL = 5  # prompts below which a mean gets no interval: its single prompts are listed instead
+RESAMPLES = 1000
+
+
+def verdict(value: float, low: float, high: float, n: int, above: str = "faster than greedy",
+            below: str = "slower than greedy", raw: Sequence[float] = ()) -> str:
+    """'1.26x [1.19, 1.35], n=40: faster than greedy' and the like; raw points instead of an interval when n < 5."""
+    if n < MIN_INTERVAL:
+        points = ", ".join(f"{v:.2f}" for v in raw)
+        return f"{value:.2f}x, n={n} (single prompts: {points}): too few prompts for an interval, no conclusion"
+    meaning = "inconclusive (the interval covers 1)" if low <= 1.0 <= high else above if low > 1.0 else below
+    return f"{value:.2f}x [{low:.2f}, {high:.2f}], n={n}: {meaning}"
+
+
+def _methods(rows: pd.DataFrame, summary: pd.DataFrame, column: str = "speedup", reference: str = "greedy") -> list[str]:
+    lines = []
+    for r in summary[summary["method"] != reference].itertuples():
+        raw = rows.loc[(rows["method"] == r.method) & (rows["prompt_set"] == r.prompt_set), column]
+        text = verdict(getattr(r, column), getattr(r, f"{column}_low"), getattr(r, f"{column}_high"), int(r.prompts),
+                       raw=raw)
+        lines.append(f"- {r.prompt_set}, **{r.method}**: speedup {text}; compression {r.compression:.2f}")
+    return lines
+
+
+SPEEDUP = ("speedup is the ratio of total times over the prompts each method ran, paired with {0} on each, with a "
+           "95% bootstrap interval where n >= 5.")
+
+
+def _header(path: Path, rows: pd.DataFrame, note: str = SPEEDUP.format("greedy")) -> list[str]:
+    prov = rows.attrs.get("provenance", {})
+    commit = (prov.get("git_commit") or "unknown")[:7] + (" (dirty)" if prov.get("git_dirty") else "")
+    return ["## Findings", "", f"From `{path.name}` (commit {commit}, {prov.get('device', 'unknown device')}); {note}",
+            ""]
+
+
+def speedups(path: Path) -> str:
+    """Notebooks 01, 02 and 07: every method's speedup over greedy per prompt set."""
+    rows = load_results(path)
+    lines = _header(path, rows) + _methods(rows, speedup_summary(rows))
+    agree = rows.groupby("method")["matches_greedy"].mean()
+    lines += ["", "Outputs identical to greedy: " + ", ".join(f"{m} {v:.0%}" for m, v in agree.items()) + "."]
+    return "\n".join(lines)
+
+
+def _slope(rows: pd.DataFrame, n: int, seed: int = SEED) -> tuple[float, float, float, int]:
+    """Compression gained per doubling of W (G = W) for N = n: least-squares slope over the configs, with a
+    bootstrap interval over prompts (each resample keeps a prompt's runs of every config together)."""
+    part = rows[rows["config"].str.match(rf"^{n},\d+,\d+$")].copy()
+    part["W"] = part["config"].str.split(",").str[1].astype(int)
+    part["prompt"] = part["prompt_set"] + "/" + part["prompt_id"].astype(str)
+    tokens = part.pivot_table(index="prompt", columns="W", values="new_tokens", aggfunc="sum")
+    calls = part.pivot_table(index="prompt", columns="W", values="forward_calls", aggfunc="sum")
+    x = np.log2(tokens.columns.to_numpy(float))
+
+    def slope(index: np.ndarray) -> float:
+        return float(np.polyfit(x, tokens.iloc[index].sum().to_numpy() / calls.iloc[index].sum().to_numpy(), 1)[0])
+
+    rng = np.random.default_rng(seed)
+    draws = [slope(rng.integers(0, len(tokens), len(tokens))) for _ in range(RESAMPLES)]
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return slope(np.arange(len(tokens))), float(low), float(high), len(tokens)
+
+
+def scaling(path: Path) -> str:
+    """Notebook 03: compression per doubling of W for each N, with its interval."""
+    rows = load_results(path)
+    lines = _header(path, rows, "compression is new tokens per forward over all prompts of a config; the slope's "
+                    "95% interval resamples prompts.")
+    table = scaling_table(rows, rows.attrs.get("provenance", {}).get("params", {}).get("params_count", 1))
+    for n in sorted(table["N"].unique()):
+        value, low, high, count = _slope(rows, int(n))
+        if count < MIN_INTERVAL:
+            lines.append(f"- N={int(n)}: compression per doubling of W = G: {value:+.3f}, n={count} prompts: too few "
+                         "prompts for an interval, no conclusion")
+            continue
+        meaning = ("inconclusive (the interval covers 0)" if low <= 0 <= high else
+                   "compression grows with log W, as the scaling law says" if low > 0 else "compression falls with W")
+        lines.append(f"- N={int(n)}: compression per doubling of W = G: {value:+.3f} [{low:+.3f}, {high:+.3f}], "
+                     f"n={count} prompts: {meaning}")
+    return "\n".join(lines)
+
+
+def cost_model(calibration_path: Path, validation_path: Path) -> str:
+    """Notebook 04: the calibration's leave-one-out error and the validation on this device."""
+    loo = load_results(calibration_path)
+    valid = load_results(validation_path)
+    lines = _header(calibration_path, loo, "each published value predicted by a fit without it (leave-one-out).")
+    for kinds in (("speedup", "compression"), ("baseline",)):
+        error = loo.loc[loo["kind"].isin(kinds), "error_loo"].abs()
+        lines.append(f"- {' and '.join(kinds)}: median |leave-one-out error| {100 * error.median():.0f}%, worst "
+                     f"{100 * error.max():.0f}%, n={len(error)} published values")
+    error = valid["error"].abs()
+    lines.append(f"- this device: median |error| of the predicted speedup {100 * error.median():.1f}%, worst "
+                 f"{100 * error.max():.1f}%, n={len(error)} measured (config, prompt set) runs")
+    return "\n".join(lines)
+
+
+def sampling(path: Path, distribution_path: Path) -> str:
+    """Notebook 05: lookahead sampling's speedup per temperature and the distribution check."""
+    rows = load_results(path)
+    lines = _header(path, rows, SPEEDUP.format("plain sampling"))
+    summary = summarize_runs(rows, reference="plain", keys=("temperature", "method"))
+    for r in summary[summary["method"] == "lade"].itertuples():
+        raw = rows.loc[(rows["method"] == "lade") & (rows["temperature"] == r.temperature), "speedup"]
+        text = verdict(r.speedup, r.speedup_low, r.speedup_high, int(r.prompts), "faster than plain sampling",
+                       "slower than plain sampling", raw)
+        lines.append(f"- T={r.temperature:g}: speedup {text}; compression {r.compression:.2f}")
+    dist = load_results(distribution_path)
+    band = noise_band(dist).set_index("position")
+    tv = total_variation(dist)
+    lade = tv[tv["sampler"] == "lade"].set_index("position")["tv_distance"]
+    inside = int(((lade <= band["high"].reindex(lade.index))).sum())
+    lines.append(f"- distribution check: lade's total-variation distance to plain sampling is within the "
+                 f"sampling-noise band (at or below its 97.5% quantile) at {inside} of {len(lade)} positions, "
+                 f"n={int((dist['sampler'] == 'lade').sum() / max(len(lade), 1))} samples per sampler; an "
+                 "occasional position above it is expected by chance")
+    return "\n".join(lines)
+
+
+def ablation(path: Path) -> str:
+    """Notebook 06: each ablation variant's speedup and compression."""
+    rows = load_results(path)
+    variants = ablation_methods(int(rows.attrs.get("provenance", {}).get("params", {}).get("ngram_size", 5)))
+    table = ablation_table(rows, variants)
+    lines = _header(path, rows)
+    for r in table.itertuples():
+        raw = rows.loc[rows["method"] == r.method, "speedup"]
+        lines.append(f"- **{r.variant}**: speedup {verdict(r.speedup, r.speedup_low, r.speedup_high, int(r.prompts), raw=raw)}; "
+                     f"compression {r.compression:.2f}")
+    return "\n".join(lines)
+
+
+def spec_bench(path: Path) -> str:
+    """Notebook 07: every method's speedup over the six tasks pooled."""
+    rows = load_results(path)
+    pooled = rows.assign(prompt_id=rows["prompt_set"] + "/" + rows["prompt_id"].astype(str), prompt_set="spec_bench")
+    pooled.attrs = rows.attrs
+    lines = _header(path, rows) + _methods(pooled, speedup_summary(pooled))
+    return "\n".join(lines)

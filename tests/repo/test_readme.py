@@ -1,0 +1,62 @@
+"""The README stays short and true: its results table is exactly what lab.readme generates from the committed
+results files, it keeps the test command CI runs, and no project file cites notes outside the repository."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+from lab import readme
+from lab.results import save_results
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+
+
+def test_readme_results_block_is_generated_from_the_committed_results():
+    """A number in the README's table that no results file gives would be typed by hand; the block must be
+    byte-for-byte the generator's output (run `python -m lab.readme` after a run to refresh it)."""
+    block = readme.readme_block(README.read_text())
+    assert block is not None, "README.md lacks the results block markers"
+    assert block == readme.results_block(REPO / "data" / "results")
+
+
+def test_results_block_names_the_commit_and_hides_intervals_below_five_prompts(tmp_path):
+    """Each row names the results file and the commit (dirty flag included) from its provenance, and a method
+    that ran on fewer than 5 prompts gets no interval: a bootstrap over 2-4 points is not an interval."""
+    rows = []
+    for prompt in range(6):
+        for method in ("greedy", "lade-auto", "pld(10)"):
+            if method == "pld(10)" and prompt >= 3:
+                continue
+            wall = 2.0 if method == "greedy" else 1.0 + 0.1 * prompt
+            rows.append({"prompt_set": "mt_bench", "prompt_id": str(prompt), "method": method, "config": "",
+                         "new_tokens": 32, "wall_s": wall, "forward_calls": 32 if method == "greedy" else 20,
+                         "step_tokens": 1.0, "single_token_steps": 0.0, "forward_s": wall, "tokens_per_s": 32 / wall,
+                         "matches_greedy": True, "speedup": 1.0, "compression": 1.0, "host_share": 0.0})
+    df = pd.DataFrame(rows)
+    df.attrs["provenance"] = {"git_commit": "0123456789abcdef", "git_dirty": True, "device": "cpu",
+                              "params": {"dtype": "torch.float32", "max_new_tokens": 32}}
+    save_results(df, tmp_path / "mt_bench.jsonl")
+    block = readme.results_block(tmp_path)
+    auto, pld = [line for line in block.splitlines() if line.startswith("| MT-Bench")]
+    assert "@ 0123456 (dirty)" in auto and "`data/results/mt_bench.jsonl`" in auto
+    assert re.search(r"\| 6 \| \d\.\d\dx \[\d\.\d\d, \d\.\d\d\] \|", auto)
+    assert "| 3 |" in pld and "no interval" in pld
+
+
+def test_readme_is_short_and_keeps_the_two_commands():
+    """At most 250 lines; the two commands CI and readers run are there verbatim."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    assert "./run_tests.sh      # set-up, then the test suite" in text and "\n./run_all.sh " in text
+
+
+def test_no_project_file_cites_notes_outside_the_repository():
+    """Every source a project file names must be in the repository or public."""
+    private = "|".join(["ANCH" + "ORS", "STY" + r"LE\.md", "DES" + r"IGN\.md", r"\.\./sha" + "red"])  # in parts:
+    # so that this file does not match itself. Results files are excluded: the next run regenerates them.
+    found = subprocess.run(["git", "-C", str(REPO), "grep", "-nE", private, "--", ":!data/results"],
+                           capture_output=True, text=True).stdout
+    assert not found, found
