@@ -3,16 +3,15 @@ device; published numbers in their own group or panel with their device and prec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from .figure_style import (  # noqa: F401  (re-exported: notebooks use figures.save, figures.title, ...)
     ERRORBAR, MEASURED, MEASURED_BAR, MIN_INTERVAL, MODELLED, OKABE_ITO, PUBLISHED, PUBLISHED_BAR, _number,
-    capped_limit, clean_ticks, dots, errorbars, group_header, interval_errors, legend_below, measured_on, model_label, precision,
+    capped_limit, clean_ticks, dots, errorbars, group_header, interval_errors, legend_below, measured_on, model_label,
+    precision,
     prompt_counts, provenance_note, save, separator, setup_style, title, unity)
 from .figures_run import _grouped_bars, ablation_plot, distribution_plot, spec_bench_plot  # noqa: F401
 from .stats import summarize_runs
@@ -101,12 +100,14 @@ def speedup_by_model(summary: pd.DataFrame, published_rows: pd.DataFrame, headin
 
 def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
     """Compression vs per-step GFLOPs (log x) for each N with G = W (95% intervals where n >= 5); each point's W is
-    written beside the first series' points. The series are nudged apart along x so that their intervals do not hide each other."""
+    written beside the first series' points. The series are nudged apart along x so that their intervals do not hide
+    each other."""
     fig, ax = plt.subplots(figsize=(9, 5.2))
     groups = list(table.groupby("N"))
     for k, (color, (n, group)) in enumerate(zip(OKABE_ITO, groups)):
         x = group["step_flops"].to_numpy(float) / 1e9 * (1 + 0.05 * (k - (len(groups) - 1) / 2))
-        ax.plot(x, group["compression"], "o-", color=color, label=f"N={int(n)} (n={int(group['prompts'].min())} prompts)")
+        ax.plot(x, group["compression"], "o-", color=color,
+                label=f"N={int(n)} (n={int(group['prompts'].min())} prompts)")
         errorbars(ax, x, group["compression"], interval_errors(group, "compression"), ecolor=color)
         if k == 0:
             last = -np.inf
@@ -152,7 +153,8 @@ def sampling_plot(df: pd.DataFrame, heading: str) -> plt.Figure:
     for ax, column, label in ((axes[0], "speedup", "speedup over plain sampling (x)"),
                               (axes[1], "compression", "compression (tokens per forward)")):
         xs = np.arange(len(summary))
-        ax.plot(xs, summary[column], "o-", color=MEASURED, label="measured: mean over prompts (95% interval where n >= 5)")
+        ax.plot(xs, summary[column], "o-", color=MEASURED,
+                label="measured: mean over prompts (95% interval where n >= 5)")
         errorbars(ax, xs, summary[column], interval_errors(summary, column), ecolor=MEASURED)
         for i, t in enumerate(summary["temperature"]):
             dots(ax, i, lade_rows.loc[lade_rows["temperature"] == t, column], 0.15)

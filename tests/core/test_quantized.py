@@ -1,7 +1,6 @@
 """Quantized models (bitsandbytes 8-bit / 4-bit, AWQ) decode through lade exactly like plain greedy on the
 same quantized model; unsupported methods and missing backends fail with a message saying what to do."""
 
-import sys
 import warnings
 
 import bitsandbytes as bnb  # lade[bnb] is part of the test environment
@@ -12,7 +11,7 @@ from transformers import BitsAndBytesConfig
 import lade
 from lade import quantization
 from distribution import decoder_only, first_two_pvalues
-from quantized_models import SIZES, load_quantized, save_tiny, save_tiny_awq
+from quantized_models import SIZES, hide_packages, load_quantized, save_tiny, save_tiny_awq
 from tiny_models import random_prompt, tiny_model
 
 CONFIGS = [
