@@ -265,7 +265,7 @@ CASES = [
     Case("cache", "prefix cache with padding", padded_prefix_cache, ValueError, "one unpadded prompt"),
     Case("cache", "prefix cache holding the prompt", prefix_cache(24), ValueError, "holds 24 tokens"),
     Case("quant", "untested method", decode(), ValueError, "'hqq' is not supported", lambda: quantized("hqq")),
-    Case("quant", "missing backend", missing_backend, ImportError, r"pip install 'lade\[bnb\]'",
+    Case("quant", "missing backend", missing_backend, ImportError, r"pip install 'lade-decoding\[bnb\]'",
          lambda: quantized("bitsandbytes")),
     Case("meta", "meta device", decode(), ValueError, "meta device", meta_model),
     Case("attention", "mask on flex_attention", decode(config=lade.LookaheadConfig(attention="mask")), ValueError,
