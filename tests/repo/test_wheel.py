@@ -29,7 +29,7 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                     "--no-index", "-q", "-w", str(out)], check=True, capture_output=True, cwd=out)
-    (path,) = out.glob("lade-*.whl")
+    (path,) = out.glob("lade_decoding-*.whl")
     return path
 
 
@@ -37,7 +37,7 @@ def test_wheel_holds_only_the_lade_package(wheel):
     """Every file of the wheel is under lade/ or its metadata folder: the lab, tests, scripts, notebooks and data
     are used from a checkout and must not ship (the lab reads the repository's data/ and would not work installed)."""
     names = zipfile.ZipFile(wheel).namelist()
-    outside = [n for n in names if not n.startswith(("lade/", "lade-"))]
+    outside = [n for n in names if not n.startswith(("lade/", "lade_decoding-"))]
     assert not outside, outside
     assert "lade/__init__.py" in names and "lade/config.py" in names
 
