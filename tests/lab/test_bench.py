@@ -151,7 +151,8 @@ def test_headline_for_a_notebook_is_lade_auto_on_at_least_every_methods_prompts(
 
 def test_a_beam_search_run_is_paired_with_plain_beam_search(tiny_dir):
     """num_beams=k: the reference is plain beam search, named beam(k) (its speedup is 1 and its output the one every
-    other method is compared with); summarize finds it by that name. Methods that cannot run beams, and a bad beam count, are refused before any work."""
+    other method is compared with); summarize finds it by that name. Methods that cannot run beams, and a bad beam
+    count, are refused before any work."""
     model, tok = load_model(str(tiny_dir))
     df = run_benchmark(model, tok, ("mt_bench",), [], max_new_tokens=6, n_prompts=2, ignore_eos=True,
                        progress=False, num_beams=2)
