@@ -23,6 +23,8 @@ from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
 from .cost import HOST_S, latency_profile
 from .drafters import RowContext, make_drafter
+from .drafters.allocation import StepSizer
+from .drafters.step_cost import StepCost
 from .encoder_decoder import EncoderDecoderCall
 from .loop import Run, decode
 from .model_call import ModelCall
@@ -87,6 +89,7 @@ def lookahead_generate(
     rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
     run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
+    run.sizer = _sizer(config, latency, rows)
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
@@ -119,6 +122,14 @@ def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callab
     if not (config.adaptive and config.enabled):
         return None
     return latency if latency is not None else latency_profile(model)
+
+
+def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None, rows: list[Row]) -> StepSizer | None:
+    """Adaptive drafters that rank their nodes (`offer`) are sized together, for the whole batch's step; None where
+    drafts are not adaptive or a drafter plans its own steps."""
+    if latency is None or not all(hasattr(row.drafter, "offer") for row in rows):
+        return None
+    return StepSizer(StepCost(latency, HOST_S), getattr(config.draft_options, "correct_latency", True))
 
 
 def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
