@@ -17,6 +17,7 @@ from transformers.generation.logits_process import LogitsProcessorList, Repetiti
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
+from .batch_scores import batch_outputs
 from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
@@ -102,7 +103,8 @@ def lookahead_generate(
     run.stats.total_time_s = time.perf_counter() - start
     if streamer is not None:
         streamer.end()
-    return _output(model, rows, gen, run, strategy)
+    return _output(model, rows, gen, run, strategy, model_kwargs.get("attention_mask") if any(pads) else None,
+                   config.attention)
 
 
 def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None, bool]:
@@ -171,9 +173,11 @@ def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder
                               model_kwargs.get("attention_mask"))
 
 
-def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: Strategy):
-    """What `model.generate` returns: the sequences, or with return_dict_in_generate an output object (scores,
-    logits and the cache for one sequence, exactly as plain generate leaves them)."""
+def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: Strategy,
+            prompt_mask: torch.Tensor | None, attention: str):
+    """What `model.generate` returns: the sequences, or with return_dict_in_generate an output object (scores and
+    logits, and the cache for one sequence, exactly as plain generate leaves them). prompt_mask: [B, P] the prompts'
+    attention mask (None: no padding)."""
     one = rows[0] if len(rows) == 1 else None
     pad_id = pad_token_tensor(gen)
     sequences = one.ids.clone() if one is not None else pad_rows(rows, gen.pad_token_id if pad_id is None else pad_id)
@@ -182,11 +186,16 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: S
     cache = run.cache if one is not None and strategy.returns_cache and gen.use_cache else None  # use_cache=False: none
     if cache is not None:
         crop(cache, one.ids.shape[1] - 1)  # plain decoding caches every token but the last
+    if one is not None:
+        scores = tuple(one.scores) if one.scores is not None else None
+        logits = tuple(one.logits) if one.logits is not None else None
+    else:
+        scores, logits = batch_outputs(model, rows, sequences, prompt_mask, attention)
     output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
     return output_type(
         sequences=sequences,
-        scores=tuple(one.scores) if one is not None and one.scores is not None else None,
-        logits=tuple(one.logits) if one is not None and one.logits is not None else None,
+        scores=scores,
+        logits=logits,
         **{CACHE_KWARG: cache},
         lookahead_stats=run.stats,
         row_stats=[row.stats for row in rows],
