@@ -89,8 +89,8 @@ def lookahead_generate(
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
     rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
-    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
-    run.sizer = _sizer(config, latency, rows)
+    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device,
+               _sizer(config, latency, rows))
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
@@ -150,12 +150,13 @@ def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConf
 
 
 def _run(call: ModelCall, model, config: LookaheadConfig, gen: GenerationConfig,
-         stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device) -> Run:
+         stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device,
+         sizer: StepSizer | None) -> Run:
     """What every step shares: the model call, how tokens are chosen, stopping, streaming, the batch's stats."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     return Run(call, call.cache,
                TokenChooser.for_generation(bool(gen.do_sample), config, device), strategy, stopping_criteria,
-               streamer, strategy.new_stats(), keep_scores, Positions.of(model), model.device)
+               streamer, strategy.new_stats(), keep_scores, Positions.of(model), model.device, sizer)
 
 
 def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder_only: type[ModelCall]) -> ModelCall:

@@ -136,8 +136,7 @@ def take_rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
 
 
 def _drafts(run: Run, rows: list[Row]) -> list[Draft]:
-    """Each row drafter's proposal (sized for the whole batch's step where run.sizer is set), cut to where the step
-    computes what plain decoding would (rope.py)."""
+    """Each row drafter's proposal (sized for the whole batch's step where run.sizer is set), cut by `_within`."""
     if run.sizer is None:
         drafts = [row.drafter.propose(row.tokens, row.stats.last_accepted) for row in rows]
     else:
@@ -146,6 +145,7 @@ def _drafts(run: Run, rows: list[Row]) -> list[Draft]:
 
 
 def _within(run: Run, row: Row, draft: Draft) -> Draft:
+    """The draft cut to the positions where the step computes what plain decoding would (rope.py)."""
     last = row.tokens.numel() - 1  # the last token's logical position
     bound = run.positions.last_position(last, row.pad)
     return draft if bound is None else draft.within(bound - last)
