@@ -150,3 +150,20 @@ def test_sized_batches_equal_plain_batched_greedy_as_rows_finish(latency):
     assert len({int((row != PAD).sum()) for row in ref[:, ids.shape[1] :]}) > 1, "rows must end at different steps"
     out = lade.generate(model, ids, "auto", lookahead_latency=latency, attention_mask=mask, **kw)
     assert torch.equal(out, ref)
+
+
+def test_seeded_batch_sampling_is_the_same_whatever_the_sizing():
+    """Each sampled token is decided by its (row, position) keyed noise, never by the drafts: batches sized by a
+    free and by a width-priced latency model (very different trees), and plain one-token steps, sample the same."""
+    model = tiny_model("llama")
+    _, ids, mask = batch_of_four()
+    kw = dict(do_sample=True, top_k=8, temperature=0.8)
+    outs = []
+    for latency in (FREE, STEEP):
+        config = lade.auto_config(model, latency=latency, sampling_seed=5)
+        out, nodes = decode(model, ids, mask, config, latency, **kw)
+        outs.append((out, sum(map(sum, nodes))))
+    plain = lade.generate(model, ids, lade.LookaheadConfig(enabled=False, sampling_seed=5), attention_mask=mask,
+                          **{**GREEDY, **kw})
+    assert outs[0][1] > 0 and outs[1][1] == 0
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][0], plain)
