@@ -192,10 +192,6 @@ def _check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stoppin
         )
     if streamer is not None:
         raise ValueError("a streamer takes one sequence: pass one prompt to stream lookahead output")
-    if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):
-        raise ValueError(
-            "output_scores / output_logits are not available for batched lookahead decoding: pass one prompt at a time"
-        )
     if not any(hasattr(c, "eos_token_id") for c in stopping_criteria) and not all(
         isinstance(c, (MaxLengthCriteria, MaxTimeCriteria)) for c in stopping_criteria
     ):

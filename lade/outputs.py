@@ -20,6 +20,7 @@ class LookaheadStats:
     forward_time_s: float = 0.0
     total_time_s: float = 0.0
     last_forward_s: float = 0.0  # the latest forward's time
+    tree_nodes: list[int] = field(default_factory=list)  # draft nodes each steady step fed (a row's stats)
 
     @property
     def steps(self) -> int:

@@ -93,7 +93,7 @@ def _generate_kwargs(rng: random.Random, kind: str) -> tuple[dict[str, Any], dic
                         ("bad_words_ids", [[5], [7, 8]]), ("sequence_bias", {(9,): 2.0}), ("suppress_tokens", [4, 6])):
         if rng.random() < 0.15:
             kw[name] = value
-    if kind == "single" and rng.random() < 0.25:
+    if kind in ("single", "batch") and rng.random() < 0.25:
         kw.update(return_dict_in_generate=True, output_scores=rng.random() < 0.7, output_logits=rng.random() < 0.5)
     if kind != "batch" and kind != "encoder_decoder":
         if rng.random() < 0.15:

@@ -175,7 +175,7 @@ RULES = {
     "meta": "a model whose weights are on the meta device",
     "attention": "attention='mask' on a model whose attention implementation cannot take a 4-D mask; 'split' / "
                  "'flex' on a model outside transformers' AttentionInterface",
-    "batch": "with several prompts: a streamer, output_scores / output_logits, prefix_allowed_tokens_fn, stop strings "
+    "batch": "with several prompts: a streamer, prefix_allowed_tokens_fn, stop strings "
              "or custom stopping criteria without an eos_token_id",
     "stream": "stop_strings or token_healing without tokenizer=, token_healing with several or padded prompts, two "
               "streamers (streamer= and lookahead_streamer=)",
@@ -274,8 +274,6 @@ CASES = [
          ValueError, "AttentionInterface", lambda: Legacy(tiny_model("llama").config).eval()),
     Case("batch", "streamer", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0), ValueError,
          "a streamer takes one sequence"),
-    Case("batch", "scores", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0, return_dict_in_generate=True,
-                                   output_scores=True, stream=False), ValueError, "output_scores"),
     Case("batch", "prefix_allowed_tokens_fn", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0, stream=False,
                                                      prefix_allowed_tokens_fn=lambda batch_id, ids: [3, 4]),
          ValueError, "batch index"),
