@@ -17,6 +17,7 @@ from transformers.generation.logits_process import LogitsProcessorList, Repetiti
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
+from .beams import beam_config, beam_generate
 from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
@@ -63,6 +64,10 @@ def lookahead_generate(
     (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
     """
     gen, processors = generation_config, logits_processor
+    beams = gen.num_beams is not None and gen.num_beams > 1
+    if beams and lookahead_strategy is not None:
+        raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams in one "
+                         "process")
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
@@ -76,11 +81,16 @@ def lookahead_generate(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
                                      bool(synced_gpus or caller.get("synced_gpus")), streamer,
                                      caller.get("assistant_model")),
-            lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts,
-                                   latency=lookahead_latency),
+            lambda: beam_config(lookahead_config, gen, model) if beams else
+            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         latency = _drafting_latency(model, config, requested, lookahead_latency)
+
+    if beams:  # beam search: its own steps over the same model call (lade/beams.py)
+        call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
+        return beam_generate(model, call, input_ids, pads, config, gen, processors, stopping_criteria,
+                             model_kwargs.get("attention_mask"), lookahead_source_ids)
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
