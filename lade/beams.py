@@ -26,11 +26,17 @@ from .compat import CACHE_KWARG
 from .config import LookaheadConfig
 from .cost import TASKS
 from .drafters.pool import NGramPool
+from .drafters.recycling import AdjacencyTable
 from .layout import StepLayout, stack_layouts
 from .model_call import ModelCall
 from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoderOutput, LookaheadStats
 from .rope import Positions
 from .tree import TokenTree
+
+# successors drafted at each depth under a beam (k beams: beam search keeps the top k continuations of the beams)
+def successor_widths(k: int) -> tuple[int, ...]:
+    return (k, 2, 1)
+
 
 # "auto" for beams: a small pool-only draft (G continuations of N - 1 tokens under every beam)
 AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=4)
@@ -59,6 +65,8 @@ class BeamRun:
     call: ModelCall
     search: BeamSearch
     pools: list[NGramPool]  # one per prompt, shared by its beams
+    table: AdjacencyTable | None  # the model's top successors of every token it was fed (None: no drafts)
+    budget: int  # most tree nodes under one beam
     pads: list[int]  # [N] each row's left padding
     from_output: bool
     positions: Positions
@@ -73,11 +81,14 @@ def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[in
     source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools) -> what plain beam search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
-    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), pads, config.pool_from_output,
-                  Positions.of(model), LookaheadStats(), input_ids.device)
+    table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
+    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pads,
+                  config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
     with run.stats.timed_forward(run.device):
         logits = call.prefill(input_ids, attention_mask if any(pads) else None, 0)  # [N, V]
+    if table is not None:
+        table.update(input_ids[:, -1], logits)
     parents = search.advance(logits)
     call.cache.reorder_cache(torch.tensor(parents, device=run.device))
     _learn(run, 1)
@@ -103,6 +114,10 @@ def step(run: BeamRun) -> int:
     # 2b. one forward for every row and node
     with run.stats.timed_forward(run.device):
         logits = call.step(batch, first, past, _cache_visibility(run.pads, past, run.device))  # [N, Q, V]
+    if run.table is not None:  # every row's root and nodes (not the dummies) teach the successor table
+        fed = torch.tensor([r * batch.size + i for r, rows in enumerate(node_rows) for i in [0, *rows]],
+                           device=run.device)  # [F]
+        run.table.update(batch.input_ids.reshape(-1)[fed], logits.reshape(-1, logits.shape[-1])[fed])
     # 2c. replay beam steps while every running beam sits on a computed node: origin[j] is the row beam j descends
     # from, node[j] its tree node (-1: the root, the row's last token), path[j] the nodes whose KV it keeps
     rows = len(trees)
@@ -165,7 +180,25 @@ def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int) -> l
     if depth <= 0:
         return []
     before = tokens[-2] if len(tokens) > 1 else None
-    return [c[:depth] for c in pool.candidates(tokens[-1], before)]
+    widths = successor_widths(run.search.beams)[: min(depth, pool.ngram_size - 1)]
+    drafts = _successors(run.table, tokens[-1], widths) + [c[:depth] for c in pool.candidates(tokens[-1], before)]
+    kept: list[tuple[int, ...]] = []
+    for draft in drafts:  # in order, while the tree stays within the budget
+        if len(TokenTree([*kept, draft])) > run.budget:
+            break
+        kept.append(draft)
+    return kept
+
+
+def _successors(table: AdjacencyTable | None, token: int, widths: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Chains of the model's recorded top successors: widths[d] of them after each token at depth d."""
+    if table is None or not widths:
+        return []
+    chains = []
+    for successor in table.row(token)[: widths[0]]:
+        tails = _successors(table, successor, widths[1:])
+        chains += [(successor, *tail) for tail in tails] if tails else [(successor,)]
+    return chains
 
 
 def _pools(config: LookaheadConfig, input_ids: torch.Tensor, pads: list[int], k: int,
@@ -190,6 +223,12 @@ def _learn(run: BeamRun, replayed: int) -> None:
     running, k = run.search.running(), run.search.beams
     for r in range(running.shape[0]):
         run.pools[r // k].add_tail(running[r, run.pads[r] :], replayed)
+
+
+def logits_width(model) -> int:
+    """The vocabulary size of the model's logits."""
+    head = model.get_output_embeddings()
+    return head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
 
 
 def _cache_visibility(pads: list[int], past: int, device: torch.device) -> torch.Tensor | None:
