@@ -190,7 +190,7 @@ def _check_padding(model, input_ids: torch.Tensor, gen: GenerationConfig, model_
         mask = model_kwargs.get("decoder_attention_mask")
         if mask is not None and not bool(mask.all()):
             raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
-        return [0]
+        return [0] * input_ids.shape[0]
     length = mask_length(gen)  # generate drops an all-ones mask, keeping its length
     if length is not None and length not in (-1, input_ids.shape[1]):
         raise ValueError(f"attention_mask has length {length}, input_ids {input_ids.shape[1]}: pass the mask the "
