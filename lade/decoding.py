@@ -17,7 +17,7 @@ from transformers.generation.logits_process import LogitsProcessorList, Repetiti
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
-from .beams import beam_config, beam_generate
+from .beams import beam_config, beam_generate, logits_width
 from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
@@ -66,8 +66,8 @@ def lookahead_generate(
     gen, processors = generation_config, logits_processor
     beams = gen.num_beams is not None and gen.num_beams > 1
     if beams and lookahead_strategy is not None:
-        raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams in one "
-                         "process")
+        raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams "
+                         "in one process")
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
@@ -137,8 +137,7 @@ def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConf
     """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
-    head = model.get_output_embeddings()
-    vocab = head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+    vocab = logits_width(model)
     return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
                 make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S)),
                 _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
