@@ -19,12 +19,11 @@ from transformers import GenerationConfig
 from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
-from .auto import resolve_config
+from .auto import auto_task, resolve_config
 from .beam_state import BeamSearch
 from .cache import compact, self_attention_cache
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
-from .cost import TASKS
 from .drafters.pool import NGramPool
 from .drafters.recycling import AdjacencyTable
 from .layout import StepLayout, stack_layouts
@@ -33,23 +32,20 @@ from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoder
 from .rope import Positions
 from .tree import TokenTree
 
-# successors drafted at each depth under a beam (k beams: beam search keeps the top k continuations of the beams)
+# "auto" for beams: a small draft under every beam (not yet priced by the latency model)
+AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=2, step_budget=8)
+
+
 def successor_widths(k: int) -> tuple[int, ...]:
+    """Recorded successors drafted at each depth under a beam: k after its last token (beam search keeps the top k
+    continuations of the k beams), then 2, then 1."""
     return (k, 2, 1)
 
 
-# "auto" for beams: a small pool-only draft (G continuations of N - 1 tokens under every beam)
-AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=4)
-
-
 def beam_config(value, gen: GenerationConfig, model) -> LookaheadConfig:
-    """The config beam search drafts with: "auto" is AUTO_BEAMS; beams draft from the n-gram pool only (the lookahead
-    draft; its Jacobi window is not run under beams)."""
-    requested = value if value is not None else getattr(gen, "lookahead_config", None)
-    if isinstance(requested, str) and requested.partition(":")[0] == "auto":
-        task = requested.partition(":")[2] or "mixed"
-        if task not in TASKS:
-            raise ValueError(f"lookahead_config 'auto:{task}': the task must be one of {TASKS}")
+    """The config beam search drafts with: "auto" (any task) is AUTO_BEAMS; otherwise a config of the lookahead draft,
+    whose pool and step_budget beams use (its Jacobi window is not run under beams)."""
+    if auto_task(value if value is not None else getattr(gen, "lookahead_config", None)) is not None:
         return AUTO_BEAMS
     config = resolve_config(value, gen, model)
     if config.draft != "lookahead":

@@ -94,6 +94,7 @@ OPTIONS = [
     dict(bad_words_ids=[[10], [61, 65]]),
     dict(max_length=30, max_new_tokens=None),
     dict(output_logits=True),
+    dict(output_scores=False),
 ]
 
 
@@ -103,7 +104,7 @@ def test_generation_options_equal_plain(options):
     the replayed steps exactly as plain beam search uses it."""
     model = tiny_model("llama")
     ids = random_prompt(3, 24)
-    _assert_same(*_both(model, ids, num_beams=4, **{"eos_token_id": 7, **options, **DICT})[:2])
+    _assert_same(*_both(model, ids, num_beams=4, **{**DICT, "eos_token_id": 7, **options})[:2])
 
 
 def test_drafts_are_accepted():
