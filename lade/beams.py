@@ -12,6 +12,7 @@ caches all its tokens but the last, as plain beam search does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,7 @@ from .beam_state import BeamSearch
 from .cache import compact, self_attention_cache
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
+from .cost import MIN_SPEEDUP
 from .drafters.pool import NGramPool
 from .drafters.recycling import AdjacencyTable
 from .layout import StepLayout, stack_layouts
@@ -32,8 +34,33 @@ from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoder
 from .rope import Positions
 from .tree import TokenTree
 
-# "auto" for beams: a small draft under every beam (not yet priced by the latency model)
+# "auto" for beams: the draft under every beam, fed only in steps the latency model prices as paying (BeamPricing)
 AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=2, step_budget=8)
+PRIOR_REPLAYED = 1.5  # beam search steps a drafted forward is expected to replay before any was observed
+EXPLORE = 8  # plain steps in a row after which a drafted step is fed anyway, to re-measure what drafts replay
+
+
+@dataclass
+class BeamPricing:
+    """Whether a drafted beam step pays: it costs latency(rows * q) for the rows' [last token | tree] of q tokens
+    each and replays `replayed` beam search steps on average (a running mean over drafted steps); a plain beam step
+    costs latency(rows) and replays one."""
+
+    latency: Callable[[float], float]  # q -> seconds of a q-token forward
+    replayed: float = PRIOR_REPLAYED
+    plain_in_a_row: int = 0
+
+    def drafts_pay(self, rows: int, q: int) -> bool:
+        if self.plain_in_a_row >= EXPLORE:
+            return True
+        return self.replayed / self.latency(rows * q) > MIN_SPEEDUP / self.latency(rows)
+
+    def observe(self, drafted: bool, replayed: int) -> None:
+        if drafted:
+            self.replayed = 0.8 * self.replayed + 0.2 * replayed
+            self.plain_in_a_row = 0
+        else:
+            self.plain_in_a_row += 1
 
 
 def successor_widths(k: int) -> tuple[int, ...]:
@@ -63,6 +90,7 @@ class BeamRun:
     pools: list[NGramPool]  # one per prompt, shared by its beams
     table: AdjacencyTable | None  # the model's top successors of every token it was fed (None: no drafts)
     budget: int  # most tree nodes under one beam
+    pricing: BeamPricing | None  # "auto": feeds drafts only where they pay (None: always, as configured)
     pads: list[int]  # [N] each row's left padding
     from_output: bool
     positions: Positions
@@ -72,14 +100,17 @@ class BeamRun:
 
 def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
                   gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
-                  attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None):
+                  attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None,
+                  latency: Callable[[float], float] | None = None):
     """input_ids: [N, P] (N = B * k, each left-padded prompt repeated k times, attention_mask [N, P] or None);
-    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools) -> what plain beam search returns."""
+    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); latency: prices every step
+    ("auto"), None drafts every step -> what plain beam search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
     table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
-    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pads,
-                  config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
+    pricing = BeamPricing(latency) if latency is not None else None
+    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
+                  pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
     with run.stats.timed_forward(run.device):
         logits = call.prefill(input_ids, attention_mask if any(pads) else None, 0)  # [N, V]
@@ -105,6 +136,10 @@ def step(run: BeamRun) -> int:
     trees = [TokenTree(_candidates(run, run.pools[r // k], running[r, run.pads[r] :].tolist(), run.pads[r]))
              for r in range(len(running))]
     layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
+    drafted = layouts[0].size > 1
+    if drafted and run.pricing is not None and not run.pricing.drafts_pay(len(trees), layouts[0].size):
+        trees, drafted = [TokenTree([])] * len(trees), False
+        layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     batch = stack_layouts(layouts)
     first = torch.tensor([past - pad for pad in run.pads], device=run.device)  # [N] the last tokens' positions
     # 2b. one forward for every row and node
@@ -132,6 +167,8 @@ def step(run: BeamRun) -> int:
     # 2d. each new beam's cache row: its origin row's, then the root and its path's nodes in contiguous slots
     call.cache.reorder_cache(torch.tensor(origin, device=run.device))
     compact(call.cache, past, [past] * rows, [[0, *(node_rows[o][n] for n in p)] for o, p in zip(origin, path)])
+    if run.pricing is not None:
+        run.pricing.observe(drafted, replayed)
     return replayed
 
 

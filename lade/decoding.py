@@ -85,12 +85,12 @@ def lookahead_generate(
             resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
-        latency = _drafting_latency(model, config, requested, lookahead_latency)
+        latency = _drafting_latency(model, config, requested, lookahead_latency, beams)
 
     if beams:  # beam search: its own steps over the same model call (lade/beams.py)
         call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
         return beam_generate(model, call, input_ids, pads, config, gen, processors, stopping_criteria,
-                             model_kwargs.get("attention_mask"), lookahead_source_ids)
+                             model_kwargs.get("attention_mask"), lookahead_source_ids, latency)
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
@@ -120,12 +120,15 @@ def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None
     return lookahead_streamer or caller.get("streamer") or streamer, prompt_streamed
 
 
-def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None
-                      ) -> Callable[[float], float] | None:
-    """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile."""
+def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None,
+                      beams: bool = False) -> Callable[[float], float] | None:
+    """The latency model adaptive drafts (and "auto" beam search) plan with: the one passed in, else the model's
+    measured profile."""
     if latency is not None and not config.adaptive and not isinstance(requested, str):
         raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
                          f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
+    if beams:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
+        return (latency if latency is not None else latency_profile(model)) if isinstance(requested, str) else None
     if not (config.adaptive and config.enabled):
         return None
     return latency if latency is not None else latency_profile(model)

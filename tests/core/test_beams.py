@@ -19,12 +19,13 @@ CFG = lade.LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=4)
 DICT = dict(return_dict_in_generate=True, output_scores=True)
 
 
-def _both(model, ids, mask=None, config=CFG, **kw):
-    """(plain output, lade output, lade stats) of the same beam search call."""
+def _both(model, ids, mask=None, config=CFG, latency=None, **kw):
+    """(plain output, lade output, lade stats) of the same beam search call (latency: lade's lookahead_latency)."""
     kw = {"do_sample": False, "max_new_tokens": 16, **kw}
     mask = torch.ones_like(ids) if mask is None else mask
     plain = model.generate(ids, attention_mask=mask, **kw)
-    out, stats = lade.generate(model, ids, config, attention_mask=mask, return_stats=True, **kw)
+    extra = {} if latency is None else {"lookahead_latency": latency}
+    out, stats = lade.generate(model, ids, config, attention_mask=mask, return_stats=True, **extra, **kw)
     return plain, out, stats
 
 
@@ -123,7 +124,24 @@ def test_model_generate_custom_generate_and_disabled_config():
     ids = random_prompt(5, 20)
     plain = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=3, do_sample=False, max_new_tokens=10)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=3, do_sample=False, max_new_tokens=10,
-                         custom_generate=lade.lookahead_generate, lookahead_config="auto")
+                         custom_generate=lade.lookahead_generate, lookahead_config=CFG)
     assert torch.equal(plain, out)
     _, off, stats = _both(model, ids, config=lade.LookaheadConfig(enabled=False), num_beams=3, max_new_tokens=10)
     assert torch.equal(plain, off) and stats.compression == 1.0
+
+
+def test_auto_feeds_drafts_only_where_the_latency_model_says_they_pay():
+    """"auto" prices each beam step: where extra tokens cost nothing, drafted steps replay several beam steps; where a
+    step's cost grows with every token fed (a compute-bound device), it runs plain beam steps but for an occasional
+    drafted one. Either way the output is plain beam search's (the replay decides the tokens, the drafts only how many
+    per forward)."""
+    model = tiny_model("llama")
+    ids = random_prompt(3, 24)
+    kw = dict(num_beams=4, max_new_tokens=40, **DICT)
+    plain, free, free_stats = _both(model, ids, config="auto", latency=lambda q: 1.0, **kw)
+    _, linear, linear_stats = _both(model, ids, config="auto", latency=lambda q: float(q), **kw)
+    _assert_same(plain, free)
+    _assert_same(plain, linear)
+    assert free_stats.compression > 1.2
+    assert linear_stats.compression < free_stats.compression
+    assert linear_stats.accepted_per_step.count(1) > len(linear_stats.accepted_per_step) // 2
