@@ -1,8 +1,9 @@
 """Exact lookahead beam search: drafted trees under every beam, verified by replaying plain beam search.
 
-One step: every running beam (a row of the B * k rows) feeds its last token and a tree of continuations from its
-prompt's n-gram pool (the prompt's or source's n-grams and every beam's output, shared by the prompt's beams), all rows
-in one forward under the tree mask. Plain beam search steps are then replayed one after another (lade.beam_state),
+One step: every running beam (a row of the B * k rows) feeds its last token and a tree of drafts: the model's own top
+successors of its tokens, recorded from every logit row computed so far, and continuations from its prompt's n-gram
+pool (the prompt's or source's n-grams and every beam's output, shared by the prompt's beams); all rows in one forward
+under the tree mask. Plain beam search steps are then replayed one after another (lade.beam_state),
 each fed every running beam's next-token logits looked up in the trees; the replay ends after the first step that
 leaves a running beam whose tokens are no path of the trees (its next logits were not computed), or when beam search
 is done. So the output is plain beam search's, and a step advances every beam by as many tokens as were replayed.
@@ -22,7 +23,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import auto_task, resolve_config
 from .beam_state import BeamSearch
-from .cache import compact, self_attention_cache
+from .cache import compact
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
 from .cost import MIN_SPEEDUP
@@ -279,9 +280,7 @@ def _output(model, run: BeamRun, gen: GenerationConfig):
         return sequences
     output_type = LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else \
         LookaheadBeamDecoderOnlyOutput
-    cache = run.call.cache if gen.use_cache else None
-    if cache is not None and self_attention_cache(cache).get_seq_length() == 0:
-        cache = None
+    cache = run.call.cache if gen.use_cache else None  # each running beam's tokens but its last, as plain leaves it
     return output_type(sequences=sequences, sequences_scores=scores if gen.output_scores else None,
                        scores=search.scores, logits=search.logits, beam_indices=indices, **{CACHE_KWARG: cache},
                        lookahead_stats=run.stats)

@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import lade
+from lade.cache import self_attention_cache
+from lade.compat import CACHE_KWARG
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -39,6 +41,7 @@ def _assert_same(plain, out):
         assert out.sequences_scores is None
     else:
         torch.testing.assert_close(out.sequences_scores, plain.sequences_scores, atol=1e-4, rtol=1e-4)
+    _assert_same_cache(getattr(plain, CACHE_KWARG, None), getattr(out, CACHE_KWARG, None))
     for name in ("scores", "logits"):
         a, b = getattr(plain, name), getattr(out, name)
         assert (a is None) == (b is None), name
@@ -46,6 +49,18 @@ def _assert_same(plain, out):
             assert len(a) == len(b), name
             for x, y in zip(a, b):
                 torch.testing.assert_close(y, x, atol=1e-4, rtol=1e-4)
+
+
+def _assert_same_cache(plain, ours):
+    """The returned cache holds every running beam's tokens but its last, row for row, as plain beam search's does."""
+    assert (plain is None) == (ours is None)
+    if plain is None:
+        return
+    plain, ours = self_attention_cache(plain), self_attention_cache(ours)
+    assert ours.get_seq_length() == plain.get_seq_length()
+    for a, b in zip(plain.layers, ours.layers):
+        torch.testing.assert_close(b.keys, a.keys, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(b.values, a.values, atol=1e-4, rtol=1e-4)
 
 
 def _padded_batch(seeds=(1, 2, 3), lengths=(20, 14, 9)):
