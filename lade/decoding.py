@@ -18,6 +18,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
 from .batch_scores import batch_outputs
+from .beams import beam_config, beam_generate, logits_width
 from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
@@ -66,6 +67,10 @@ def lookahead_generate(
     (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
     """
     gen, processors = generation_config, logits_processor
+    beams = gen.num_beams is not None and gen.num_beams > 1
+    if beams and lookahead_strategy is not None:
+        raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams "
+                         "in one process")
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
@@ -79,11 +84,16 @@ def lookahead_generate(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
                                      bool(synced_gpus or caller.get("synced_gpus")), streamer,
                                      caller.get("assistant_model")),
-            lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts,
-                                   latency=lookahead_latency),
+            lambda: beam_config(lookahead_config, gen, model) if beams else
+            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
-        latency = _drafting_latency(model, config, requested, lookahead_latency)
+        latency = _drafting_latency(model, config, requested, lookahead_latency, beams)
+
+    if beams:  # beam search: its own steps over the same model call (lade/beams.py)
+        call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
+        return beam_generate(model, call, input_ids, pads, config, gen, processors, stopping_criteria,
+                             model_kwargs.get("attention_mask"), lookahead_source_ids, latency)
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
@@ -115,12 +125,15 @@ def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None
     return lookahead_streamer or caller.get("streamer") or streamer, prompt_streamed
 
 
-def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None
-                      ) -> Callable[[float], float] | None:
-    """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile."""
+def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None,
+                      beams: bool = False) -> Callable[[float], float] | None:
+    """The latency model adaptive drafts (and "auto" beam search) plan with: the one passed in, else the model's
+    measured profile."""
     if latency is not None and not config.adaptive and not isinstance(requested, str):
         raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
                          f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
+    if beams:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
+        return (latency if latency is not None else latency_profile(model)) if isinstance(requested, str) else None
     if not (config.adaptive and config.enabled):
         return None
     return latency if latency is not None else latency_profile(model)
@@ -140,8 +153,7 @@ def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConf
     """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
-    head = model.get_output_embeddings()
-    vocab = head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+    vocab = logits_width(model)
     return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
                 make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S)),
                 _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
