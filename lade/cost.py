@@ -21,7 +21,7 @@ import stat
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -203,8 +203,10 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
     return LatencyProfile(device_key(model), context, tuple(qs), tuple(min(times[q]) for q in qs))
 
 
-def latency_profile(model, cache: Path | None = None, refresh: bool = False, **measure_kwargs) -> LatencyProfile:
-    """The model's latency profile, measured once and cached in `<lade cache>/cost/latency-<hash>.json`.
+def latency_profile(model, cache: Path | None = None, refresh: bool = False,
+                    measure: Callable[..., LatencyProfile] = measure_latency, **measure_kwargs) -> LatencyProfile:
+    """The model's latency profile, measured once (`measure(model, **measure_kwargs)`) and cached in
+    `<lade cache>/cost/latency-<hash>.json`.
 
     Caching is best effort and never stops decoding: a cache file that is not a usable profile of this model and
     device (damaged, edited, not a regular file) is ignored and measured again, a cache that cannot be written keeps
@@ -224,11 +226,11 @@ def latency_profile(model, cache: Path | None = None, refresh: bool = False, **m
                                 "again")
         except (OSError, ProfileError) as error:
             problems.append(f"ignored {path} ({error}) and measured the profile again")
-    profile = measure_latency(model, **measure_kwargs)
+    profile = measure(model, **measure_kwargs)
     for _ in range(MEASURE_ROUNDS - 1):
         if profile.problem() is None:
             break
-        again = measure_latency(model, **measure_kwargs)  # other jobs took the device: more repeats, fastest kept
+        again = measure(model, **measure_kwargs)  # other jobs took the device: more repeats, fastest kept
         profile = replace(profile, seconds=tuple(map(min, profile.seconds, again.seconds)))
     try:
         profile.check()

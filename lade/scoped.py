@@ -63,8 +63,12 @@ class _Scoped:
 
 
 def _override(obj: object, name: str) -> object:
-    """The value this thread set for `obj.<name>`, else _MISSING (always under torch.compile tracing)."""
-    if torch.compiler.is_compiling():
+    """The value this thread set for `obj.<name>`, else _MISSING (always under torch.compile tracing).
+
+    is_dynamo_compiling is True only inside the graph being traced: torch.compiler.is_compiling() reads one flag for
+    the whole process, raised while any thread compiles (eager flex_attention compiles at each call), which would
+    switch off every other thread's overrides meanwhile."""
+    if torch.compiler.is_dynamo_compiling():
         return _MISSING
     active = _ACTIVE.get()
     return _MISSING if active is None else active.get((id(obj), name), _MISSING)

@@ -1,6 +1,8 @@
 """A differential fuzzer: random cases (model, attention path, RoPE type, lookahead config, prompts, generation
 arguments, batches, caches, encoder-decoder models) decoded by lade and by plain `model.generate`; the outputs must be
-equal.
+equal. Every third case (seed divisible by 3) decodes plain and lade at once, in two threads on the one model, unless
+its RoPE is dynamic NTK or longrope: transformers writes those frequencies into the shared rotary module at each
+forward, so there even two plain `generate` calls in two threads read each other's (tests/core/test_rope.py).
 
 Every case is a pure function of its seed: `case(seed)` draws it, `run(case)` decodes it both ways and returns a
 failure description or None. `python tests/fuzz.py SEED` reruns one case and prints it.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import copy
 import random
 import sys
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -20,7 +23,7 @@ from transformers.cache_utils import DynamicCache
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 import lade
-from lade.rope import POSITION_DEPENDENT
+from lade.rope import POSITION_DEPENDENT, scaled_ropes
 from tiny_models import VOCAB, char_tokenizer, random_prompt, rope_types, scaled_rope, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -194,6 +197,30 @@ def _both(model, ids, mask, config, kw, **extra):
     return got, want
 
 
+def _side_by_side(model, ids, mask, config, kw):
+    """Plain and lade at once on one shared model, each in its own thread started at a barrier: lade's attention and
+    position overrides are per thread (lade/scoped.py), so each must still give its single-threaded output."""
+    results, errors, barrier = {}, [], threading.Barrier(2)
+
+    def call(name, decode):
+        try:
+            barrier.wait()
+            results[name] = decode()
+        except BaseException as error:  # re-raised in the calling thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=call, args=("want", lambda: model.generate(ids, attention_mask=mask, **kw))),
+               threading.Thread(target=call, args=("got", lambda: lade.generate(model, ids, config,
+                                                                              attention_mask=mask, **kw)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results["got"], results["want"]
+
+
 def run(case: Case) -> str | None:
     """Decode `case` with lade and with plain generate; a description of the first difference, or None."""
     torch.manual_seed(case.seed)
@@ -216,6 +243,8 @@ def run(case: Case) -> str | None:
         seq = want.sequences
         got = _fresh(model).generate(seq, attention_mask=torch.ones_like(seq), cache=got.cache, **more)
         want = _fresh(model).generate(seq, attention_mask=torch.ones_like(seq), cache=want.cache, **more)
+    elif case.seed % 3 == 0 and not scaled_ropes(model):  # every third case: plain beside lade on one shared model
+        got, want = _side_by_side(model, ids, mask, config, kw)
     else:
         got, want = _both(model, ids, mask, config, kw)
     return _difference(got, want)

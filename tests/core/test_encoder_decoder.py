@@ -14,6 +14,7 @@ from lade.encoder_decoder import EncoderDecoderCall
 from lade.layout import build_layout
 from lade.tree import TokenTree
 from distribution import first_two_pvalues
+from greedy_runs import most_accepted
 from tiny_models import forward_all_rows, random_prompt
 from tiny_seq2seq import FAMILIES, tiny_seq2seq
 
@@ -44,14 +45,7 @@ def patched_attributes(model) -> list[dict]:
 def test_greedy_equals_plain_greedy(family, attn):
     """20 prompts (half with repeated spans, one long) cycling through the configs; some step must accept
     several tokens, or verification would not be tested."""
-    model = tiny_seq2seq(family, attn)
-    accepted_max = 0
-    for i in range(20):
-        ids = random_prompt(i, length=100 if i == 0 else 16, repeat=i % 2 == 0)
-        out, stats = lade.generate(model, ids, CONFIGS[i % len(CONFIGS)], return_stats=True, **GREEDY)
-        assert torch.equal(out, plain(model, ids)), f"prompt {i}, {CONFIGS[i % len(CONFIGS)]}"
-        accepted_max = max(accepted_max, max(stats.accepted_per_step))
-    assert accepted_max >= 3
+    assert most_accepted(tiny_seq2seq(family, attn), CONFIGS, GREEDY, long=100, short=16) >= 3
 
 
 def step_error(model, seed: int) -> float:

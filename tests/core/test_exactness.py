@@ -5,6 +5,7 @@ import torch
 from transformers import GenerationConfig
 
 import lade
+from greedy_runs import most_accepted
 from tiny_models import ARCHITECTURES, random_prompt, tiny_model
 
 CONFIGS = [
@@ -28,14 +29,7 @@ def plain(model, ids, **kw):
 def test_greedy_equals_plain_greedy(arch, attn):
     """20 prompts (half with repeated spans, one long) cycling through the configs; the run must also
     really accept several tokens per step, or it would not test verification at all."""
-    model = tiny_model(arch, attn)
-    accepted_max = 0
-    for i in range(20):
-        ids = random_prompt(i, length=300 if i == 0 else 24, repeat=i % 2 == 0)
-        out, stats = lade.generate(model, ids, CONFIGS[i % len(CONFIGS)], return_stats=True, **GREEDY)
-        assert torch.equal(out, plain(model, ids)), f"prompt {i}, {CONFIGS[i % len(CONFIGS)]}"
-        accepted_max = max(accepted_max, max(stats.accepted_per_step))
-    assert accepted_max >= 3
+    assert most_accepted(tiny_model(arch, attn), CONFIGS, GREEDY, long=300, short=24) >= 3
 
 
 def test_model_generate_custom_generate_spellings():

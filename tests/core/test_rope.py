@@ -3,6 +3,7 @@ original length (48 here) mid-run. Plain `generate` is the oracle; each side dec
 dynamic NTK keeps its frequencies on the model across calls."""
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -134,3 +135,19 @@ def test_every_rope_type_is_classified(rope_type):
     assert found == ([rope_type] if rope_type in POSITION_DEPENDENT else [])
     assert (Positions.of(model).last_position(10) is None) == (rope_type not in POSITION_DEPENDENT)
     assert rope_type in rope_types("llama")
+
+
+@pytest.mark.parametrize("rope_type", POSITION_DEPENDENT)
+def test_the_frequencies_live_on_the_shared_rotary_module(rope_type):
+    """Why a model with these RoPE types is not safe to share between threads, even for two plain `generate` calls
+    (and why the fuzzer keeps them out of its two-thread cases): transformers writes the frequencies a forward picks
+    into the rotary module, then that forward reads them back. Another thread's forward on the other side of the
+    original length, landing between the write and the read, changes what is read; that interleaving is played out
+    here in one thread: the write of a forward past the original length, then the read of a forward below it."""
+    rotary = model_with("llama", rope_type).model.rotary_emb
+    x, short, long_ = torch.zeros(1, 1, 8), torch.tensor([[10]]), torch.tensor([[ORIGINAL + 30]])
+    alone = rotary(x, short)[0]  # [1, 1, head_dim]
+    rotary(x, long_)  # another thread's forward
+    read = inspect.unwrap(type(rotary).forward)(rotary, x, short)[0]  # this forward's read, after that write
+    assert not torch.equal(read, alone)
+    assert torch.equal(rotary(x, short)[0], alone)  # a forward of its own writes its frequencies back

@@ -117,6 +117,33 @@ def test_two_lade_calls_on_different_paths_at_once():
     assert torch.equal(plain, tiny_model("qwen2", "sdpa").generate(ids, attention_mask=mask, **GREEDY))
 
 
+def test_lade_during_a_compile_in_another_thread():
+    """torch.compile in another thread (a user's model, or eager flex_attention, which compiles at each call) raises
+    torch's process-wide is_compiling flag for the whole compile. lade's overrides stand aside only while their own
+    thread is tracing, so a split decode run while the other thread compiles still equals its output alone (reading
+    the process-wide flag, it ran the model's own sdpa on the step's layout and failed)."""
+    model = tiny_model("llama", "sdpa")
+    prompt = random_prompt(7, length=30)
+    alone = lade.generate(model, prompt, _config("split"), **GREEDY)
+    compiling, finish = threading.Event(), threading.Event()
+
+    def backend(graph, example_inputs):  # called inside the other thread's compile session
+        compiling.set()
+        finish.wait(timeout=120)
+        return graph.forward
+
+    thread = threading.Thread(target=lambda: torch.compile(lambda x: x.sin() + 1, backend=backend)(torch.zeros(2)))
+    thread.start()
+    try:
+        assert compiling.wait(timeout=120)
+        assert torch.compiler.is_compiling()  # what this thread reads meanwhile: the other thread's flag
+        beside = lade.generate(model, prompt, _config("split"), **GREEDY)
+    finally:
+        finish.set()
+        thread.join()
+    assert torch.equal(beside, alone)
+
+
 @pytest.mark.parametrize("family", ["bart", "t5"])
 def test_encoder_decoder_plain_beside_two_lade_calls(family):
     """BART's position table and T5's relative-position bucketing read lade's logical positions only in lade's
