@@ -117,8 +117,9 @@ def run_benchmark(
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
 
-    Plain greedy is added if missing (it is the reference); auto methods are resolved (latency measured
-    or loaded from the cache) before any timing. `ignore_eos=True` always generates `max_new_tokens`.
+    Plain greedy is added if missing (it is the reference); auto methods are resolved (latency measured or loaded
+    from the cache) before any timing, except under beam search, where lade resolves "auto" per call (the untimed
+    warm-up measures the latency). `ignore_eos=True` always generates `max_new_tokens`.
     n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
     (lab.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
     repeats: every method runs each prompt this many times (in a different rotation each time); a row's times are
@@ -132,7 +133,8 @@ def run_benchmark(
     # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
     methods = _checked_methods(methods, headline, headline_prompts, num_beams)
     counts, widest = _prompt_counts(prompt_sets, n_prompts, headline_prompts)
-    methods = [m.resolved(model) for m in methods]
+    # beam search resolves "auto" itself (lade.beams prices each beam step), so it stays "auto:TASK" there
+    methods = [m.resolved(model) for m in methods] if num_beams == 1 else methods
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
                                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
                                   "num_beams": num_beams}

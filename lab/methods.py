@@ -83,9 +83,11 @@ class Method:
                          "lade:DRAFT/BUDGET[,w=W][/adaptive]")
 
     def config_label(self) -> str:
-        """The resolved config's label (LookaheadConfig.label: 'N,W,G[,C,M]', 'plain', 'merged/16/adaptive', ...), ''
-        for methods that are not lade."""
-        return self.lookahead.label if isinstance(self.lookahead, LookaheadConfig) else ""
+        """The resolved config's label (LookaheadConfig.label: 'N,W,G[,C,M]', 'plain', 'merged/16/adaptive', ...),
+        'auto:TASK' where lade resolves it per call (beam search), '' for methods that are not lade."""
+        if isinstance(self.lookahead, LookaheadConfig):
+            return self.lookahead.label
+        return self.lookahead if self.kind == "lade" and self.lookahead else ""
 
     def resolved(self, model) -> "Method":
         """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`."""
