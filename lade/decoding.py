@@ -21,6 +21,7 @@ from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
+from .corpus import Corpus, check_corpus
 from .cost import HOST_S, latency_profile
 from .drafters import RowContext, make_drafter
 from .encoder_decoder import EncoderDecoderCall
@@ -47,6 +48,7 @@ def lookahead_generate(
     lookahead_strategy=None,
     lookahead_latency: Callable[[float], float] | None = None,
     lookahead_model_call: type[ModelCall] | None = None,
+    corpus: Corpus | None = None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
@@ -60,7 +62,9 @@ def lookahead_generate(
     None decodes in this process (lade.distributed passes lookahead parallelism's). lookahead_latency: the latency
     model (q -> seconds of a q-token step, e.g. a lade.cost.LatencyProfile) that "auto" and adaptive drafts use;
     None measures this model's profile once (cached). lookahead_model_call: the class of a decoder-only model's call
-    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
+    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall. corpus: a lade.Corpus of
+    earlier requests the drafts also come from (lade/corpus.py), which learns every row's prompt and output at the
+    end of the call.
     """
     gen, processors = generation_config, logits_processor
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
@@ -81,10 +85,11 @@ def lookahead_generate(
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         latency = _drafting_latency(model, config, requested, lookahead_latency)
+    check_corpus(corpus, config, _vocab_size(model), model.config.model_type, lookahead_strategy is not None)
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
-    rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
+    rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency, corpus)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
     run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
     if streamer is not None and not prompt_streamed:
@@ -97,6 +102,8 @@ def lookahead_generate(
                self_attention_cache(cache).get_seq_length())
     strategy.finish()
     run.stats.total_time_s = time.perf_counter() - start
+    for row in rows if corpus is not None else ():
+        corpus.add(row.tokens.tolist())
     if streamer is not None:
         streamer.end()
     return _output(model, rows, gen, run, strategy)
@@ -123,17 +130,22 @@ def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callab
 
 def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
           processors: LogitsProcessorList, strategy: Strategy, source: torch.Tensor | None,
-          latency: Callable[[float], float] | None) -> list[Row]:
+          latency: Callable[[float], float] | None, corpus: Corpus | None) -> list[Row]:
     """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
-    head = model.get_output_embeddings()
-    vocab = head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+    vocab = _vocab_size(model)
     return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
-                make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S)),
+                make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S, corpus)),
                 _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
                 [] if keep_logits else None)
             for b in range(input_ids.shape[0])]
+
+
+def _vocab_size(model) -> int:
+    """Logits per position: the output embedding's width (the config's vocab_size without one)."""
+    head = model.get_output_embeddings()
+    return head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
 
 
 def _run(call: ModelCall, model, config: LookaheadConfig, gen: GenerationConfig,
