@@ -15,6 +15,8 @@ from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTime
 from .adapters import adapter_for
 from .cache import check_compactable, self_attention_cache
 from .compat import mask_length
+from .corpus import Corpus
+from .drafters import drafter_names, registered
 from .quantization import check_quantized_model
 from .rope import check_batch as check_batch_rope
 from .verify import check_processors
@@ -203,3 +205,20 @@ def _check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stoppin
             "batched lookahead decoding with stop strings or custom stopping criteria needs an eos_token_id: without "
             "one, plain generate keeps decoding finished rows, which lade does not reproduce"
         )
+
+
+def check_corpus(corpus: object, config, vocab_size: int, model_type: str | None, distributed: bool) -> None:
+    """corpus= of a call (None: none): a clear error where this call could not draft from it (never ignored), then
+    the corpus's vocabulary bound to (or checked against) the model's."""
+    if corpus is None:
+        return
+    if not isinstance(corpus, Corpus):
+        raise ValueError(f"corpus must be a lade.Corpus (kept across calls), got {type(corpus).__name__}")
+    if distributed:
+        raise ValueError("corpus= drafts in one process: lookahead parallelism (lade.distributed) takes no corpus")
+    if not config.enabled or not registered(config.draft).corpus:
+        users = [name for name in drafter_names() if registered(name).corpus]
+        what = "plain decoding (enabled=False)" if not config.enabled else f"draft={config.draft!r}"
+        raise ValueError(f"{what} cannot draft from a corpus: use lookahead_config='auto' or a config with draft in "
+                         f"{users}, or drop corpus=")
+    corpus.bind(vocab_size, model_type)

@@ -22,8 +22,6 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from .drafters import drafter_names, registered
-
 KEY_LENGTHS = (4, 2, 1)  # n-gram lengths indexed, longest first; a match is extended backwards past them
 MAX_MATCH = 32  # backward extension of a match (longer matches count as this long)
 SCAN = 32  # most recent occurrences of the longest matching n-gram read per query
@@ -204,19 +202,3 @@ def _validate(body: object, path: str | Path) -> None:
 def _int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
-
-def check_corpus(corpus: object, config, vocab_size: int, model_type: str | None, distributed: bool) -> None:
-    """corpus= of a call (None: none): a clear error where this call could not draft from it (never ignored), then
-    the corpus's vocabulary bound to (or checked against) the model's."""
-    if corpus is None:
-        return
-    if not isinstance(corpus, Corpus):
-        raise ValueError(f"corpus must be a lade.Corpus (kept across calls), got {type(corpus).__name__}")
-    if distributed:
-        raise ValueError("corpus= drafts in one process: lookahead parallelism (lade.distributed) takes no corpus")
-    if not config.enabled or not registered(config.draft).corpus:
-        users = [name for name in drafter_names() if registered(name).corpus]
-        what = "plain decoding (enabled=False)" if not config.enabled else f"draft={config.draft!r}"
-        raise ValueError(f"{what} cannot draft from a corpus: use lookahead_config='auto' or a config with draft in "
-                         f"{users}, or drop corpus=")
-    corpus.bind(vocab_size, model_type)

@@ -18,10 +18,10 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
 from .cache import crop, new_cache, self_attention_cache
-from .checks import check_generation
+from .checks import check_corpus, check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
-from .corpus import Corpus, check_corpus
+from .corpus import Corpus
 from .cost import HOST_S, latency_profile
 from .drafters import RowContext, make_drafter
 from .encoder_decoder import EncoderDecoderCall

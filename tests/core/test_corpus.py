@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import lade
-from lade.corpus import KEY_LENGTHS, MAX_MATCH, SCAN, check_corpus
+from lade.checks import check_corpus
+from lade.corpus import KEY_LENGTHS, MAX_MATCH, SCAN
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -107,12 +108,14 @@ def slow_continuations(requests, tail, count, length):
             seen = distinct.setdefault(c, [0, 0, recency])
             seen[0], seen[1] = seen[0] + 1, max(seen[1], match)
         best = sorted(distinct, key=lambda c: (-distinct[c][1], -distinct[c][0], distinct[c][2]))[:count]
-
-        def share(c, d):
-            return sum(x[:d + 1] == c[:d + 1] for x, _, _ in continuations) / sum(x[:d] == c[:d]
-                                                                                   for x, _, _ in continuations)
-        return [(c, distinct[c][1], tuple(share(c, d) for d in range(len(c)))) for c in best]
+        found = [x for x, _, _ in continuations]
+        return [(c, distinct[c][1], tuple(share(found, c, d) for d in range(len(c)))) for c in best]
     return []
+
+
+def share(found, c, d):
+    """Of the continuations sharing c's first d tokens, the share continuing with c[d]."""
+    return sum(x[: d + 1] == c[: d + 1] for x in found) / sum(x[:d] == c[:d] for x in found)
 
 
 @pytest.mark.parametrize("seed", range(12))
