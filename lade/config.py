@@ -24,8 +24,8 @@ class LookaheadConfig:
         Every built-in one but lookahead plans a tree of at most `step_budget` nodes by estimated acceptance.
     draft_options: the drafter's own settings (None: its defaults; a dict of its fields, or its options object),
         validated by the drafter's options class, e.g. draft_options=dict(recycling_width=4) for "recycling".
-    adaptive: (drafters registered adaptive: retrieval, recycling, merged, corpus) cut each step's tree where the expected
-        tokens per second of this model on this device peak, down to a plain one-token step; what
+    adaptive: (drafters registered adaptive: retrieval, recycling, merged, corpus) cut each step's tree where the
+        expected tokens per second of this model on this device peak, down to a plain one-token step; what
         `lade.auto_config` returns.
     step_budget: most draft nodes a step of a tree-planning draft (every built-in one but lookahead) feeds.
     window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level); None takes the
