@@ -207,18 +207,21 @@ def _check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stoppin
         )
 
 
-def check_corpus(corpus: object, config, vocab_size: int, model_type: str | None, distributed: bool) -> None:
-    """corpus= of a call (None: none): a clear error where this call could not draft from it (never ignored), then
-    the corpus's vocabulary bound to (or checked against) the model's."""
+def check_corpus(corpus: object, vocab_size: int, model_type: str | None, distributed: bool) -> None:
+    """corpus= of a call (None: none): a Corpus of this model's vocabulary, decoded in one process."""
     if corpus is None:
         return
     if not isinstance(corpus, Corpus):
         raise ValueError(f"corpus must be a lade.Corpus (kept across calls), got {type(corpus).__name__}")
     if distributed:
         raise ValueError("corpus= drafts in one process: lookahead parallelism (lade.distributed) takes no corpus")
-    if not config.enabled or not registered(config.draft).corpus:
+    corpus.check(vocab_size, model_type)
+
+
+def check_corpus_draft(corpus: Corpus | None, config) -> None:
+    """A clear error where the resolved config could not draft from the call's corpus (it is never ignored)."""
+    if corpus is not None and (not config.enabled or not registered(config.draft).corpus):
         users = [name for name in drafter_names() if registered(name).corpus]
         what = "plain decoding (enabled=False)" if not config.enabled else f"draft={config.draft!r}"
         raise ValueError(f"{what} cannot draft from a corpus: use lookahead_config='auto' or a config with draft in "
                          f"{users}, or drop corpus=")
-    corpus.bind(vocab_size, model_type)

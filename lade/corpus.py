@@ -57,16 +57,18 @@ class Corpus:
     def requests(self) -> int:
         return len(self._requests)
 
+    def check(self, vocab_size: int, model_type: str | None) -> None:
+        """A clear error when the corpus holds token ids of a model with another vocabulary."""
+        if self.vocab_size is not None and (self.vocab_size, self.model_type) != (int(vocab_size), model_type):
+            raise ValueError(f"this corpus holds token ids of a {self.model_type!r} model with a vocabulary of "
+                             f"{self.vocab_size}, not of this {model_type!r} model with {vocab_size}: use a corpus "
+                             "per vocabulary (a new lade.Corpus() for this model)")
+
     def bind(self, vocab_size: int, model_type: str | None) -> None:
-        """Record the model's vocabulary on first use; a clear error for a model with another."""
+        """Record the model's vocabulary on first use (`check` refuses another one)."""
         with self._lock:
-            if self.vocab_size is None:
-                self.vocab_size, self.model_type = int(vocab_size), model_type
-                return
-            if (self.vocab_size, self.model_type) != (int(vocab_size), model_type):
-                raise ValueError(f"this corpus holds token ids of a {self.model_type!r} model with a vocabulary of "
-                                 f"{self.vocab_size}, not of this {model_type!r} model with {vocab_size}: use a "
-                                 "corpus per vocabulary (a new lade.Corpus() for this model)")
+            self.check(vocab_size, model_type)
+            self.vocab_size, self.model_type = int(vocab_size), model_type
 
     def add(self, tokens: Sequence[int]) -> None:
         """Store one request (its prompt and output), evicting the oldest requests past max_tokens."""

@@ -18,7 +18,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
 from .cache import crop, new_cache, self_attention_cache
-from .checks import check_corpus, check_generation
+from .checks import check_corpus, check_corpus_draft, check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
 from .corpus import Corpus
@@ -75,6 +75,7 @@ def lookahead_generate(
 
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model, keeping the
     # RoPE state plain decoding would start from)
+    check_corpus(corpus, _vocab_size(model), model.config.model_type, lookahead_strategy is not None)
     with frequencies_kept(model):
         pads, config = strategy.setup(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
@@ -85,7 +86,9 @@ def lookahead_generate(
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         latency = _drafting_latency(model, config, requested, lookahead_latency)
-    check_corpus(corpus, config, _vocab_size(model), model.config.model_type, lookahead_strategy is not None)
+    check_corpus_draft(corpus, config)
+    if corpus is not None:
+        corpus.bind(_vocab_size(model), model.config.model_type)
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None

@@ -230,7 +230,7 @@ def test_calls_that_cannot_use_a_corpus_refuse_it():
     with pytest.raises(ValueError, match="pass corpus=lade.Corpus"):
         lade.generate(model, ids, CONFIGS["corpus"], lookahead_latency=STEEP, **GREEDY)
     with pytest.raises(ValueError, match="lookahead parallelism"):
-        check_corpus(corpus, CONFIGS["retrieval"], 100, "llama", distributed=True)
+        check_corpus(corpus, 100, "llama", distributed=True)
     assert corpus.requests == 0 and corpus.vocab_size is None
 
 
