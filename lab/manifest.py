@@ -52,6 +52,8 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
              ("n_prompts", "max_new_tokens", "ngram_size")),
     Notebook("07_spec_bench", {"spec_bench.jsonl": ROWS}, ("07_spec_bench",), "spec_bench",
              (*_BENCH, "categories"), multi_model=True),
+    Notebook("10_corpus", {"corpus.jsonl": "corpus"}, ("10_corpus",), "corpus",
+             ("n_prompts", "max_new_tokens", "tasks", "corpus_sizes", "two_turn_prompts")),
 )}
 
 
