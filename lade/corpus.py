@@ -195,8 +195,8 @@ def _validate(body: object, path: str | Path) -> None:
         raise damaged("max_tokens or vocab_size is not a positive integer")
     if not isinstance(requests, list) or not all(isinstance(r, list) and all(_int(t) for t in r) for r in requests):
         raise damaged("requests must be lists of token ids")
-    if any(not 0 <= t < (vocab if vocab is not None else 1) for r in requests for t in r):
-        raise damaged(f"a token id lies outside the vocabulary of {vocab}")
+    if any(t < 0 or vocab is not None and t >= vocab for r in requests for t in r):
+        raise damaged(f"a token id lies outside the vocabulary of {vocab} (ids are 0 .. vocab_size - 1)")
     if sum(map(len, requests)) > body["max_tokens"]:
         raise damaged("it holds more tokens than its max_tokens")
 

@@ -168,6 +168,11 @@ def test_save_and_load_round_trip(tmp_path):
     assert loaded.continuations(tail, 4, 8) == corpus.continuations(tail, 4, 8) != []
     out, stats = run(model, ids, CONFIGS["corpus"], loaded)
     assert torch.equal(out, plain(model, ids)) and stats.steps <= 4
+    unbound = lade.Corpus(max_tokens=10)  # filled by hand, never bound to a model: no vocabulary to check ids against
+    unbound.add([7, 8, 9])
+    unbound.save(path)
+    again = lade.Corpus.load(path)
+    assert (len(again), again.vocab_size, again.continuations([8], 1, 2)) == (3, None, [((9,), 1, (1.0,))])
 
 
 def test_a_damaged_or_foreign_file_is_refused(tmp_path):
