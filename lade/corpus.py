@@ -119,7 +119,7 @@ class Corpus:
     def _continuations(self, occurrences: list[int], tail: Sequence[int], n: int, count: int, length: int
                        ) -> list[tuple[tuple[int, ...], int, tuple[float, ...]]]:
         found: dict[tuple[int, ...], list[int]] = {}  # continuation -> [occurrences, best match, recency]
-        prefixes: dict[tuple[int, ...], int] = {}  # continuation prefix -> occurrences continuing with it
+        trie: list = [0, {}]  # [occurrences through this node, {token: child}]: the continuations' prefixes
         for recency, packed in enumerate(reversed(occurrences)):
             tokens, end = self._requests[packed >> _SHIFT], packed & ((1 << _SHIFT) - 1)
             continuation = tuple(tokens[end + 1 : end + 1 + length])
@@ -131,11 +131,13 @@ class Corpus:
             entry = found.setdefault(continuation, [0, 0, -recency])
             entry[0] += 1
             entry[1] = max(entry[1], match)
-            for d in range(len(continuation) + 1):
-                prefixes[continuation[:d]] = prefixes.get(continuation[:d], 0) + 1
+            node = trie
+            node[0] += 1
+            for token in continuation:
+                node = node[1].setdefault(token, [0, {}])
+                node[0] += 1
         best = sorted(found.items(), key=lambda item: (-item[1][1], -item[1][0], -item[1][2]))[:count]
-        return [(c, match, tuple(prefixes[c[: d + 1]] / prefixes[c[:d]] for d in range(len(c))))
-                for c, (_, match, _) in best]
+        return [(c, match, _shares(trie, c)) for c, (_, match, _) in best]
 
     def save(self, path: str | Path) -> None:
         """Write the corpus as JSON (vocabulary, bound, requests oldest first, and a checksum of them)."""
@@ -163,6 +165,16 @@ class Corpus:
         for tokens in body["requests"]:
             corpus._add(tokens)
         return corpus
+
+
+def _shares(trie: list, continuation: tuple[int, ...]) -> tuple[float, ...]:
+    """Along `continuation`'s path in the trie: each token's occurrences over its parent's."""
+    shares, node = [], trie
+    for token in continuation:
+        child = node[1][token]
+        shares.append(child[0] / node[0])
+        node = child
+    return tuple(shares)
 
 
 def _ngrams(tokens: list[int]):
