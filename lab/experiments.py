@@ -19,6 +19,7 @@ from lade.config import LookaheadConfig
 from .bench import ROW_COLUMNS, summarize
 from .methods import Method, parse_config
 from .calibration import CALIBRATION_COLUMNS
+from .corpus_bench import CORPUS_COLUMNS
 from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .manifest import NOTEBOOKS, ROWS
 from .paths import published
@@ -39,6 +40,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {  # a results file's schema (lab.manifest
     "cpu_validation": VALIDATION_COLUMNS,
     "sampling": SAMPLING_COLUMNS,
     "sampling_distribution": DISTRIBUTION_COLUMNS,
+    "corpus": (*ROW_COLUMNS, *CORPUS_COLUMNS),
 }
 RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {  # results file -> required columns, for every notebook's results
     file: SCHEMAS[schema] for nb in NOTEBOOKS.values() for file, schema in nb.results.items()}

@@ -162,3 +162,28 @@ def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame | None, lab
     legend_below(fig, axes, ncol=3)
     fig.suptitle(heading)
     return fig
+
+
+def corpus_plot(summary: pd.DataFrame, heading: str) -> plt.Figure:
+    """Left: lade auto's speedup over greedy per Spec-Bench task against the requests in its corpus (0: no corpus;
+    95% intervals where n >= 5). Right: two-turn MT-Bench, lade auto without and with the corpus of first turns."""
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2), gridspec_kw={"width_ratios": [3, 1]})
+    spec = summary[(summary["workload"] == "spec_bench") & (summary["method"] != "greedy")]
+    for (task, part), color in zip(spec.groupby("task", sort=False), OKABE_ITO):
+        part = part.sort_values("corpus_requests")
+        axes[0].plot(part["corpus_requests"], part["speedup"], "o-", color=color, label=task)
+        errorbars(axes[0], part["corpus_requests"], part["speedup"], interval_errors(part, "speedup"), color=color)
+    sizes = sorted(set(spec["corpus_requests"]))
+    axes[0].set_xscale("symlog", linthresh=max(1, min([s for s in sizes if s > 0], default=1)))
+    axes[0].set_xticks(sizes, [str(s) for s in sizes])
+    axes[0].set(xlabel="earlier requests of the same task in the corpus", ylabel="speedup over greedy (x)")
+    two = summary[(summary["workload"] == "two_turns") & (summary["method"] != "greedy")]
+    axes[1].bar(np.arange(len(two)), two["speedup"], **MEASURED_BAR)
+    errorbars(axes[1], np.arange(len(two)), two["speedup"], interval_errors(two, "speedup"))
+    axes[1].set_xticks(np.arange(len(two)), list(two["method"]), fontsize=8, rotation=15, ha="right")
+    axes[1].set(ylabel="speedup over greedy (x)", title="MT-Bench turn 2 after turn 1")
+    for ax in axes:
+        unity(ax)
+    legend_below(fig, axes[0], ncol=4)
+    fig.suptitle(heading)
+    return fig

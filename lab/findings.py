@@ -162,3 +162,16 @@ def spec_bench(path: Path, per_task: bool = False) -> str:
     if per_task:
         lines += ["", "Per task:"] + _methods(rows, speedup_summary(rows), reference=reference)
     return "\n".join(lines)
+
+
+def corpus(path: Path) -> str:
+    """Notebook 10: lade auto with a corpus against greedy, per Spec-Bench task and corpus size, pooled over the
+    tasks, and on two-turn MT-Bench."""
+    rows = load_results(path)
+    lines = _header(path, rows)
+    spec = rows[rows["workload"] == "spec_bench"]
+    pooled = spec.assign(prompt_id=spec["prompt_set"] + "/" + spec["prompt_id"].astype(str),
+                         prompt_set="spec_bench (tasks pooled)")
+    for part in (pooled, spec, rows[rows["workload"] == "two_turns"]):
+        lines += _methods(part, speedup_summary(part))
+    return "\n".join(lines)

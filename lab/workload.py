@@ -16,6 +16,7 @@ from .experiments import ablation_methods, scaling_methods
 from .runs import headline_for, methods_for
 from .specs import ModelEntry
 
+SPEC_BENCH_QUESTIONS = 80  # questions of each Spec-Bench task
 Params = dict[str, Any]  # a notebook's parameters (its defaults and the spec's)
 
 
@@ -94,3 +95,18 @@ def sampling(p: Params, entry: ModelEntry) -> list[Work]:
 def ablation(p: Params, entry: ModelEntry) -> list[Work]:
     methods = [Method.greedy(), *ablation_methods(p["ngram_size"]).values()]
     return _bench({"mt_bench": p["n_prompts"]}, methods, p["max_new_tokens"])
+
+
+def corpus(p: Params, entry: ModelEntry) -> list[Work]:
+    """Per task: the corpus's earlier requests decoded once (lade auto), then greedy, lade auto and lade auto with each
+    corpus size on the measured questions; two-turn MT-Bench: turn 1 decoded, then turn 2 by greedy and both autos."""
+    tokens, n, largest = p["max_new_tokens"], p["n_prompts"], max(p["corpus_sizes"])
+    work = []
+    for task in p["tasks"]:
+        ds = f"spec_bench:{task}"
+        work.append(Work(ds, "lade-auto (filling the corpus)", None, min(largest, SPEC_BENCH_QUESTIONS - n), tokens))
+        names = ["greedy"] + [f"lade-auto+corpus({size})" if size else "lade-auto" for size in p["corpus_sizes"]]
+        work += [Work(ds, name, None, n, tokens) for name in names]
+    two = p["two_turn_prompts"]
+    return work + [Work("mt_bench_two_turns", method, None, two, tokens)
+                   for method in ("lade-auto (turn 1)", "greedy", "lade-auto", "lade-auto+corpus")]

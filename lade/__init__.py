@@ -27,12 +27,13 @@ if (_reason := foreign_lade()) is not None:
 from .api import generate
 from .auto import auto_config
 from .config import LookaheadConfig
+from .corpus import Corpus
 from .cpu_linear import pack_cpu_linears, unpack_cpu_linears
 from .decoding import lookahead_generate
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
 from .rows import left_pad
 
 __all__ = [
-    "LookaheadConfig", "LookaheadDecoderOnlyOutput", "LookaheadEncoderDecoderOutput", "LookaheadStats", "auto_config",
-    "generate", "left_pad", "lookahead_generate", "pack_cpu_linears", "unpack_cpu_linears",
+    "Corpus", "LookaheadConfig", "LookaheadDecoderOnlyOutput", "LookaheadEncoderDecoderOutput", "LookaheadStats",
+    "auto_config", "generate", "left_pad", "lookahead_generate", "pack_cpu_linears", "unpack_cpu_linears",
 ]

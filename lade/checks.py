@@ -15,6 +15,8 @@ from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTime
 from .adapters import adapter_for
 from .cache import check_compactable, self_attention_cache
 from .compat import mask_length
+from .corpus import Corpus
+from .drafters import drafter_names, registered
 from .quantization import check_quantized_model
 from .rope import check_batch as check_batch_rope
 from .verify import check_processors
@@ -216,3 +218,23 @@ def _check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stoppin
             "batched lookahead decoding with stop strings or custom stopping criteria needs an eos_token_id: without "
             "one, plain generate keeps decoding finished rows, which lade does not reproduce"
         )
+
+
+def check_corpus(corpus: object, vocab_size: int, model_type: str | None, distributed: bool) -> None:
+    """corpus= of a call (None: none): a Corpus of this model's vocabulary, decoded in one process."""
+    if corpus is None:
+        return
+    if not isinstance(corpus, Corpus):
+        raise ValueError(f"corpus must be a lade.Corpus (kept across calls), got {type(corpus).__name__}")
+    if distributed:
+        raise ValueError("corpus= drafts in one process: lookahead parallelism (lade.distributed) takes no corpus")
+    corpus.check(vocab_size, model_type)
+
+
+def check_corpus_draft(corpus: Corpus | None, config) -> None:
+    """A clear error where the resolved config could not draft from the call's corpus (it is never ignored)."""
+    if corpus is not None and (not config.enabled or not registered(config.draft).corpus):
+        users = [name for name in drafter_names() if registered(name).corpus]
+        what = "plain decoding (enabled=False)" if not config.enabled else f"draft={config.draft!r}"
+        raise ValueError(f"{what} cannot draft from a corpus: use lookahead_config='auto' or a config with draft in "
+                         f"{users}, or drop corpus=")

@@ -18,12 +18,14 @@ class LookaheadConfig:
         "lookahead" (the paper's): the Jacobi window and the n-gram pool, G continuations of the last token per step;
         "retrieval": continuations of the longest suffix of the output seen before in the prompt, output or source;
         "recycling": a tree of successors from the model's own top-k predictions at every row of earlier steps;
-        "merged": retrieval, recycling and (with window_size > 0) the window's n-grams in one tree.
-        The last three plan a tree of at most `step_budget` nodes by estimated acceptance.
+        "merged": retrieval, recycling and (with window_size > 0) the window's n-grams in one tree;
+        "corpus": a lade.Corpus of earlier requests alone (the three above draft from one too when a call passes
+        corpus=; lade/corpus.py).
+        Every built-in one but lookahead plans a tree of at most `step_budget` nodes by estimated acceptance.
     draft_options: the drafter's own settings (None: its defaults; a dict of its fields, or its options object),
         validated by the drafter's options class, e.g. draft_options=dict(recycling_width=4) for "recycling".
-    adaptive: (drafters registered adaptive: retrieval, recycling, merged) cut each step's tree where the expected
-        tokens per second of this model on this device peak, down to a plain one-token step; what
+    adaptive: (drafters registered adaptive: retrieval, recycling, merged, corpus) cut each step's tree where the
+        expected tokens per second of this model on this device peak, down to a plain one-token step; what
         `lade.auto_config` returns.
     step_budget: most draft nodes a step of a tree-planning draft (every built-in one but lookahead) feeds; under beam
         search (num_beams > 1, lade/beams.py), most draft nodes under each beam.

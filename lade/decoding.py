@@ -20,9 +20,10 @@ from .auto import resolve_config
 from .batch_scores import batch_outputs
 from .beams import beam_config, beam_generate, logits_width
 from .cache import crop, new_cache, self_attention_cache
-from .checks import check_generation
+from .checks import check_corpus, check_corpus_draft, check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
+from .corpus import Corpus
 from .cost import HOST_S, latency_profile
 from .drafters import RowContext, make_drafter
 from .drafters.allocation import StepSizer
@@ -51,6 +52,7 @@ def lookahead_generate(
     lookahead_strategy=None,
     lookahead_latency: Callable[[float], float] | None = None,
     lookahead_model_call: type[ModelCall] | None = None,
+    corpus: Corpus | None = None,
     **model_kwargs,
 ):
     """transformers `custom_generate` entry point.
@@ -64,13 +66,18 @@ def lookahead_generate(
     None decodes in this process (lade.distributed passes lookahead parallelism's). lookahead_latency: the latency
     model (q -> seconds of a q-token step, e.g. a lade.cost.LatencyProfile) that "auto" and adaptive drafts use;
     None measures this model's profile once (cached). lookahead_model_call: the class of a decoder-only model's call
-    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
+    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall. corpus: a lade.Corpus of
+    earlier requests the drafts also come from (lade/corpus.py), which learns every row's prompt and output at the
+    end of the call.
     """
     gen, processors = generation_config, logits_processor
     beams = gen.num_beams is not None and gen.num_beams > 1
     if beams and lookahead_strategy is not None:
         raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams "
                          "in one process")
+    if beams and corpus is not None:
+        raise ValueError("beam search drafts from the model's own successors and the prompt, not from a corpus: drop "
+                         "corpus=, or set num_beams=1")
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
@@ -79,6 +86,7 @@ def lookahead_generate(
 
     # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model, keeping the
     # RoPE state plain decoding would start from)
+    check_corpus(corpus, logits_width(model), model.config.model_type, lookahead_strategy is not None)
     with frequencies_kept(model):
         pads, config = strategy.setup(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
@@ -89,6 +97,9 @@ def lookahead_generate(
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         latency = _drafting_latency(model, config, requested, lookahead_latency, beams)
+    check_corpus_draft(corpus, config)
+    if corpus is not None:
+        corpus.bind(logits_width(model), model.config.model_type)
 
     if beams:  # beam search: its own steps over the same model call (lade/beams.py)
         call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
@@ -97,7 +108,7 @@ def lookahead_generate(
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
-    rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
+    rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency, corpus)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
     run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device,
                _sizer(config, latency, rows))
@@ -111,6 +122,8 @@ def lookahead_generate(
                self_attention_cache(cache).get_seq_length())
     strategy.finish()
     run.stats.total_time_s = time.perf_counter() - start
+    for row in rows if corpus is not None else ():
+        corpus.add(row.tokens.tolist())
     if streamer is not None:
         streamer.end()
     return _output(model, rows, gen, run, strategy, model_kwargs.get("attention_mask") if any(pads) else None,
@@ -149,13 +162,13 @@ def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None, ro
 
 def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
           processors: LogitsProcessorList, strategy: Strategy, source: torch.Tensor | None,
-          latency: Callable[[float], float] | None) -> list[Row]:
+          latency: Callable[[float], float] | None, corpus: Corpus | None) -> list[Row]:
     """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
     vocab = logits_width(model)
     return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
-                make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S)),
+                make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S, corpus)),
                 _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
                 [] if keep_logits else None)
             for b in range(input_ids.shape[0])]

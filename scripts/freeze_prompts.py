@@ -124,7 +124,8 @@ def main() -> None:
             manifest[name] = (freeze_wheel(name, WHEEL_SOURCES[name], Path(tmp)) if name in WHEEL_SOURCES
                               else freeze_repository_copy(name, args.shared))
     order = [*WHEEL_SOURCES, *REPOSITORY_SOURCES]
-    manifest = {name: manifest[name] for name in order if name in manifest}
+    manifest = {name: manifest[name] for name in order if name in manifest} | {  # then sets derived elsewhere
+        name: entry for name, entry in manifest.items() if name not in order}
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"froze {', '.join(names)} into {OUT} (MANIFEST.json updated)")
 

@@ -1,5 +1,6 @@
 """The kinds of drafted tokens the planning drafter keeps acceptance rates for: the drafter that proposed a token
-and a bucket of what made it likely (a retrieval match's length, a recycled successor's rank), then its depth."""
+and a bucket of what made it likely (a retrieval match's length, a recycled successor's rank, a corpus continuation's
+match length and share), then its depth."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from .acceptance_prior import PRIOR
 from .planner import Kind
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # a match of length m falls in the first bucket >= m (longer: the last + 1)
+SHARE_BUCKETS = (0.25, 0.5, 0.75, 0.99, 1.0)  # a corpus share s falls in the first bucket >= s
+SHARE_RATES = (0.15, 0.4, 0.65, 0.85, 1.0)  # each share bucket's typical share
 
 
 def match_bucket(length: int) -> int:
@@ -23,6 +26,13 @@ def recycling_kind(rank: int, depth: int) -> Kind:
     return ("recycling", rank, min(depth, 2))
 
 
+def corpus_kind(match: int, share: float, depth: int) -> Kind:
+    """A corpus token `depth` tokens into a continuation whose match had length `match`, `share` of the stored
+    occurrences continuing its parent's path with it (lade/corpus.py)."""
+    return ("corpus", match_bucket(match + depth), next(i for i, top in enumerate(SHARE_BUCKETS) if share <= top),
+            min(depth, 1))
+
+
 def pool_kind(depth: int) -> Kind:
     return ("pool", min(depth, 2))
 
@@ -34,4 +44,16 @@ def kind_group(kind: Kind) -> Kind:
 
 def prior_rates() -> dict[Kind, float]:
     """Acceptance rates standing in until a sequence has its own counts (measured: see acceptance_prior.py)."""
-    return {kind: rate for kind, (rate, _) in PRIOR.items()}
+    rates = {kind: rate for kind, (rate, _) in PRIOR.items()}
+    return rates | _corpus_prior(rates)
+
+
+def _corpus_prior(rates: dict[Kind, float]) -> dict[Kind, float]:
+    """A corpus continuation is a retrieval match found in earlier requests: its prior is a retrieval match's of the
+    same length (the likeliest depth; the nearest shorter length where none was measured), times its share."""
+    match_rates: list[float] = []
+    for bucket in range(len(MATCH_BUCKETS) + 1):
+        measured = [rate for kind, rate in rates.items() if kind[:2] == ("retrieval", bucket)]
+        match_rates.append(max(measured) if measured else match_rates[-1] if match_rates else 0.1)
+    return {("corpus", bucket, share, depth): match_rates[bucket] * SHARE_RATES[share]
+            for bucket in range(len(MATCH_BUCKETS) + 1) for share in range(len(SHARE_BUCKETS)) for depth in (0, 1)}

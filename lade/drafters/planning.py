@@ -1,7 +1,8 @@
 """The planning drafter: retrieval, token recycling and the Jacobi window's n-grams merged into one candidate tree
 per step, planned by estimated acceptance (planner.py), with a fixed budget of nodes or cut where the expected tokens
-per second peak (LookaheadConfig.adaptive). It is registered three times: "retrieval" and "recycling" (each alone,
-without a window) and "merged" (both, with the window's n-grams where window_size > 0)."""
+per second peak (LookaheadConfig.adaptive). It is registered four times: "retrieval" and "recycling" (each alone,
+without a window), "merged" (both, with the window's n-grams where window_size > 0) and "corpus" (a lade.Corpus
+alone). Each of them also drafts from a corpus of earlier requests when the call passes one (corpus=)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 
 from .acceptance import AcceptanceStats
 from .base import Draft, Offer, Outcome
-from .kinds import kind_group, pool_kind, prior_rates, recycling_kind, retrieval_kind
+from .kinds import corpus_kind, kind_group, pool_kind, prior_rates, recycling_kind, retrieval_kind
 from .planner import Lead, Plan, plan_tree
 from .pool import NGramPool
 from .recycling import AdjacencyTable
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ..config import LookaheadConfig
 
 RETRIEVALS = 4  # distinct retrieved continuations per source and step
+CORPUS_TAIL = 64  # the row's last tokens a corpus query matches (its matches are shorter)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class PlanningDrafter:
             self.source.extend(row.source.tolist())
         self.table = AdjacencyTable(row.vocab_size, options.recycling_width) if recycling else None
         self.observes_logits = self.table is not None
+        self.corpus = row.corpus
         self.window = LookaheadWindow.for_config(row.prompt, config)
         self.pool = NGramPool(config.ngram_size, config.guess_set_size) if self.window.width else None
         self.stats = AcceptanceStats(prior_rates(), group=kind_group)
@@ -91,6 +94,10 @@ class PlanningDrafter:
             last = tail[-1]
         else:
             last = int(ids[-1])
+        if self.corpus is not None:
+            leads += [Lead(tokens, tuple(corpus_kind(match, share, d) for d, share in enumerate(shares)))
+                      for tokens, match, shares in self.corpus.continuations(ids[-CORPUS_TAIL:].tolist(), RETRIEVALS,
+                                                                             self.budget)]
         if self.pool is not None:
             leads += [Lead(tokens, tuple(pool_kind(d) for d in range(len(tokens))))
                       for tokens in self.pool.candidates(last)]
@@ -122,9 +129,17 @@ def check_planning(config: LookaheadConfig) -> None:
         raise ValueError("correct_latency=False changes only adaptive steps: set adaptive=True or drop it")
 
 
+def corpus_drafter(config: LookaheadConfig, row: RowContext) -> PlanningDrafter:
+    if row.corpus is None:
+        raise ValueError("draft='corpus' drafts from a corpus of earlier requests: pass corpus=lade.Corpus() (kept "
+                         "across calls), or choose another draft")
+    return PlanningDrafter(config, row, retrieval=False, recycling=False)
+
+
 register("retrieval", lambda config, row: PlanningDrafter(config, row, retrieval=True, recycling=False),
-         options=PlanningOptions, check=check_alone, adaptive=True)
+         options=PlanningOptions, check=check_alone, adaptive=True, corpus=True)
 register("recycling", lambda config, row: PlanningDrafter(config, row, retrieval=False, recycling=True),
-         options=RecyclingOptions, check=check_alone, adaptive=True)
+         options=RecyclingOptions, check=check_alone, adaptive=True, corpus=True)
 register("merged", lambda config, row: PlanningDrafter(config, row, retrieval=True, recycling=True),
-         options=RecyclingOptions, check=check_planning, adaptive=True)
+         options=RecyclingOptions, check=check_planning, adaptive=True, corpus=True)
+register("corpus", corpus_drafter, options=PlanningOptions, check=check_alone, adaptive=True, corpus=True)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .base import Drafter
+
+if TYPE_CHECKING:
+    from ..corpus import Corpus
 
 # A LookaheadConfig: lade.config imports this module to validate a config, so the type is not imported here.
 Config = Any
@@ -28,6 +31,7 @@ class RowContext:
     vocab_size: int
     latency: Callable[[float], float] | None = None  # q -> seconds of a q-token step (with adaptive=True), else None
     host_s: float = 0.0  # a drafting step's work outside the forward, in seconds (with adaptive=True)
+    corpus: Corpus | None = None  # earlier requests to draft from (corpus=; drafters registered with corpus=True)
 
 
 DrafterFactory = Callable[[Config, RowContext], Drafter]  # (config, row) -> that row's drafter
@@ -45,6 +49,7 @@ class Registration:
     tree_nodes: Callable[[Config], int] | None = None
     adaptive: bool = False
     same_on_every_rank: bool = False
+    corpus: bool = False
 
     def options_for(self, value: object) -> object:
         """`draft_options` as this drafter's options object: None (its defaults), a mapping of its fields or an
@@ -78,7 +83,7 @@ _DRAFTERS: dict[str, Registration] = {}
 def register(name: str, factory: DrafterFactory, *, options: type | None = None,
              check: Callable[[Config], None] | None = None, window_size: int = 0,
              tree_nodes: Callable[[Config], int] | None = None, adaptive: bool = False,
-             same_on_every_rank: bool = False, replace: bool = False) -> Registration:
+             same_on_every_rank: bool = False, corpus: bool = False, replace: bool = False) -> Registration:
     """Make `LookaheadConfig(draft=name)` build each row's drafter as `factory(config, row: RowContext)`.
 
     options: the drafter's own settings, a (frozen) dataclass validating itself in __post_init__; a config's
@@ -92,6 +97,7 @@ def register(name: str, factory: DrafterFactory, *, options: type | None = None,
         `lade.auto_config(draft=name)` may pick it.
     same_on_every_rank: its drafts depend only on the row's tokens and the window's agreed levels (no logits, no
         timings), so lookahead parallelism (lade.distributed) may run it on every rank.
+    corpus: it drafts from `RowContext.corpus` too, so a call may pass corpus= with it (lade/corpus.py).
     replace: allow registering a name again (otherwise an error, so two drafters never share a name).
     """
     if not isinstance(name, str) or not name or "/" in name or "," in name or name == "plain":
@@ -101,7 +107,8 @@ def register(name: str, factory: DrafterFactory, *, options: type | None = None,
         raise ValueError(f"a drafter named {name!r} is registered already: choose another name or pass replace=True")
     if not callable(factory):
         raise ValueError(f"the factory of drafter {name!r} must be callable (config, row) -> drafter, got {factory!r}")
-    entry = Registration(name, factory, options, check, window_size, tree_nodes, adaptive, same_on_every_rank)
+    entry = Registration(name, factory, options, check, window_size, tree_nodes, adaptive, same_on_every_rank,
+                         corpus)
     _DRAFTERS[name] = entry
     return entry
 

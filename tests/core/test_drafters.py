@@ -286,7 +286,8 @@ def test_registered_drafters_validate_their_own_settings(echo):
     """Names, options and rules come from the registration: an unknown draft lists the registered ones, the options
     class refuses bad values and unknown fields, the drafter's check refuses a window, adaptive needs a drafter that
     plans by cost, and lookahead parallelism refuses a drafter not marked same_on_every_rank."""
-    with pytest.raises(ValueError, match=r"one of \('lookahead', 'retrieval', 'recycling', 'merged', 'echo'\)"):
+    names = r"one of \('lookahead', 'retrieval', 'recycling', 'merged', 'corpus', 'echo'\)"
+    with pytest.raises(ValueError, match=names):
         lade.LookaheadConfig(draft="nope")
     with pytest.raises(ValueError, match=r"length must be an integer in \[1, 64\], got 0"):
         lade.LookaheadConfig(draft=echo, draft_options=dict(length=0))

@@ -156,7 +156,14 @@ def padded_prefix_cache(model, streamer):
                          **GREEDY)
 
 
+def corpus_of(vocab_size: int) -> lade.Corpus:
+    corpus = lade.Corpus()
+    corpus.bind(vocab_size, "llama")
+    return corpus
+
+
 B_IDS, B_MASK = batch()
+RETRIEVAL = lade.LookaheadConfig(draft="retrieval")
 RULES = {
     "config": "invalid lookahead parameters (window_size, ngram_size, guess_set_size, pool settings, seeds, attention "
               "path)",
@@ -189,6 +196,8 @@ RULES = {
              "or custom stopping criteria without an eos_token_id",
     "stream": "stop_strings or token_healing without tokenizer=, token_healing with several or padded prompts, two "
               "streamers (streamer= and lookahead_streamer=)",
+    "corpus": "corpus= that is not a lade.Corpus, holds another vocabulary's ids, or goes to a draft that cannot use "
+              "it (lookahead, plain decoding, lookahead parallelism); draft='corpus' without one",
 }
 
 CASES = [
@@ -306,6 +315,14 @@ CASES = [
     Case("stream", "token healing of a batch", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0, stream=False,
                                                       token_healing=True, tokenizer=char_tokenizer()),
          ValueError, "one unpadded prompt"),
+    Case("corpus", "the lookahead drafter", decode(corpus=lade.Corpus()), ValueError, "cannot draft from a corpus"),
+    Case("corpus", "plain decoding", decode(config=lade.LookaheadConfig(enabled=False), corpus=lade.Corpus()),
+         ValueError, "plain decoding"),
+    Case("corpus", "not a Corpus", decode(config=RETRIEVAL, corpus={}), ValueError, "must be a lade.Corpus"),
+    Case("corpus", "another vocabulary", decode(config=RETRIEVAL, corpus=corpus_of(vocab_size=64)), ValueError,
+         "use a corpus per vocabulary"),
+    Case("corpus", "draft='corpus' without one", decode(config=lade.LookaheadConfig(draft="corpus")), ValueError,
+         "pass corpus=lade.Corpus"),
 ]
 NO_STREAMER = {"batch: streamer", "beams: streamer"}  # the streamer is the subject: counted, but passed on purpose
 

@@ -1,0 +1,57 @@
+"""Notebook 10's harness (lab/corpus_bench.py) on a tiny chat model: rows in the corpus schema, exact, every corpus
+size measured on the same first questions, the frozen corpus never learning, and the Findings and figure rendered
+from the saved results."""
+
+import pytest
+import torch
+
+from lab import corpus_bench as cb
+from lab import findings
+from lab.experiments import RESULT_SCHEMAS
+from lab.figures_run import corpus_plot
+from lab.models import load_model
+from lab.prompts import load_prompts
+from lab.results import load_results, save_results
+from tiny_hub import save_tiny_chat_model
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    torch.set_num_threads(1)
+    folder = tmp_path_factory.mktemp("tiny_chat")
+    model, tok = load_model(str(save_tiny_chat_model(folder)))
+    rows = cb.run_corpus_benchmark(model, tok, ["rag"], [0, 3, 200], n_prompts=2, two_turn_prompts=2,
+                                   max_new_tokens=6)
+    return save_results(rows, folder / "corpus.jsonl")
+
+
+def test_rows_follow_the_schema_and_are_exact(saved):
+    """Every row has the corpus schema's columns and reproduces greedy; the Spec-Bench task measures its first two
+    questions with greedy, auto and auto with 3 and 78 earlier requests (200 clipped to the 80 - 2 other
+    questions); the two-turn set measures turn 2 with the corpus of both conversations' first turns."""
+    rows = load_results(saved)
+    assert set(RESULT_SCHEMAS["corpus.jsonl"]) <= set(rows.columns)
+    assert rows["matches_greedy"].all()
+    spec = rows[rows["workload"] == "spec_bench"]
+    assert list(dict.fromkeys(spec["prompt_id"])) == list(load_prompts("spec_bench:rag", 2)["id"])
+    assert dict(zip(spec["method"], spec["corpus_requests"])) == {
+        "greedy": -1, "lade-auto": 0, "lade-auto+corpus(3)": 3, "lade-auto+corpus(78)": 78}
+    two = rows[rows["workload"] == "two_turns"]
+    assert len(two) == 2 * 3 and set(two["corpus_requests"]) == {-1, 0, 2}
+
+
+def test_a_frozen_corpus_drafts_but_never_learns():
+    """Measured calls share one frozen corpus: what it holds is fixed when it is built."""
+    corpus = cb.FrozenCorpus.of([[1, 2, 3, 4], [5, 6, 7]])
+    corpus.add([1, 2, 3, 9, 9])
+    assert (len(corpus), corpus.requests) == (7, 2)
+    assert corpus.continuations([2, 3], 2, 2) == [((4,), 2, (1.0,))]  # a 2-token match, seen once
+
+
+def test_findings_and_figure_from_the_results(saved):
+    """Findings give every claim its n (pooled tasks, per task, two turns); the figure draws both panels."""
+    text = findings.corpus(saved)
+    claims = [line for line in text.splitlines() if line.startswith("- ")]
+    assert text.startswith("## Findings") and len(claims) == 3 + 3 + 2 and all("n=" in c for c in claims)
+    fig = corpus_plot(cb.corpus_summary(load_results(saved)), "heading")
+    assert len(fig.axes) == 2
