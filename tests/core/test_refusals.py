@@ -177,7 +177,8 @@ RULES = {
     "mode": "decoding modes other than greedy, sampling and beam search: beam sampling, diverse (group) and "
             "constrained beam search, contrastive search, DoLa, prompt lookup, assisted decoding",
     "outputs": "num_return_sequences > 1 outside beam search, output_attentions, output_hidden_states, synced_gpus",
-    "beams": "with num_beams > 1: a streamer, a cache passed in, a draft other than 'lookahead', lookahead parallelism",
+    "beams": "with num_beams > 1: a streamer, a cache passed in, a draft other than 'lookahead', lookahead "
+             "parallelism, a corpus",
     "processor": "a logits processor lade cannot apply per tree node (it keeps state or runs the model, e.g. "
                  "classifier-free guidance) unless marked lade_prefix_pure",
     "positions": "models that place tokens with ALiBi or take no position_ids (BLOOM, MPT, Falcon with alibi=True)",
@@ -249,6 +250,8 @@ CASES = [
     Case("beams", "prefix cache", beam_prefix_cache, ValueError, "does not continue a cache passed in"),
     Case("beams", "lookahead parallelism", through_generate(num_beams=2, lookahead_strategy=lambda *args: None),
          ValueError, "lookahead parallelism decodes greedily"),
+    Case("beams", "corpus", decode(stream=False, num_beams=2, corpus=lade.Corpus()), ValueError,
+         "not from a corpus"),
     Case("beams", "planning draft", decode(num_beams=2, stream=False, config=lade.LookaheadConfig(
         draft="retrieval", window_size=0)), ValueError, "draft='lookahead'"),
     Case("mode", "contrastive search", decode(penalty_alpha=0.6, top_k=4), ValueError, "penalty_alpha"),
