@@ -16,7 +16,7 @@ AUTO_DRAFT = "merged"  # the adaptive drafter "auto" runs
 
 def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, refresh: bool = False,
                 adaptive: bool = True, latency: Callable[[float], float] | None = None, draft: str = AUTO_DRAFT,
-                **config_fields) -> LookaheadConfig:
+                allowed: Callable[[LookaheadConfig], bool] | None = None, **config_fields) -> LookaheadConfig:
     """What lade runs for `lookahead_config="auto"` on this model and device. latency: the latency model (q ->
     seconds of a q-token step, e.g. a lade.cost.LatencyProfile); None measures the model's profile once (cached in
     the lade cache directory).
@@ -28,14 +28,15 @@ def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, re
     pool-only or no lookahead config (a drafter registered without a window gets none).
     adaptive=False: one fixed lookahead config predicted fastest from the measured compression prior, or a disabled
     config (plain decoding) when none gains `min_speedup` (lookahead parallelism uses this: its ranks must agree on
-    every draft, so no drafter may learn from a rank's own logits).
+    every draft, so no drafter may learn from a rank's own logits). allowed: which fixed configs may be chosen (e.g.
+    those lookahead parallelism can shard); None: all.
     """
     if adaptive and not registered(draft).adaptive:
         raise ValueError(f"auto_config(draft={draft!r}): an adaptive auto config needs a drafter registered with "
                          "adaptive=True (it plans each step from the latency model)")
     profile = latency if latency is not None else latency_profile(model, refresh=refresh)
     shared = {name: value for name, value in config_fields.items() if name != "draft_options"}
-    static = choose_config(profile, task, min_speedup, **(shared if adaptive else config_fields))
+    static = choose_config(profile, task, min_speedup, allowed=allowed, **(shared if adaptive else config_fields))
     if not adaptive:
         return static
     window = static.window_size if static.enabled else 0
@@ -65,9 +66,10 @@ def auto_task(value) -> str | None:
 
 
 def resolve_config(value: LookaheadConfig | dict | str | None, generation_config: GenerationConfig, model,
-                   adaptive: bool = True, latency: Callable[[float], float] | None = None) -> LookaheadConfig:
+                   adaptive: bool = True, latency: Callable[[float], float] | None = None,
+                   allowed: Callable[[LookaheadConfig], bool] | None = None) -> LookaheadConfig:
     """A LookaheadConfig, a dict of its fields, "auto" or "auto:TASK" (TASK in lade.cost.TASKS), or None (then
-    `generation_config.lookahead_config`, else the defaults). adaptive, latency: see `auto_config`."""
+    `generation_config.lookahead_config`, else the defaults). adaptive, latency, allowed: see `auto_config`."""
     if value is None:
         value = getattr(generation_config, "lookahead_config", None)
     if value is None:
@@ -78,5 +80,5 @@ def resolve_config(value: LookaheadConfig | dict | str | None, generation_config
         return LookaheadConfig(**value)
     task = auto_task(value)
     if task is not None:
-        return auto_config(model, task, adaptive=adaptive, latency=latency)
+        return auto_config(model, task, adaptive=adaptive, latency=latency, allowed=allowed)
     raise ValueError(f"lookahead_config must be a LookaheadConfig, a dict, 'auto' or 'auto:TASK', got {value!r}")

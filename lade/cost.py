@@ -333,9 +333,14 @@ def predict(latency, task: str = "mixed", host_s: float = HOST_S, prior: Mapping
 
 
 def choose_config(latency, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, host_s: float = HOST_S,
-                  prior: Mapping = PRIOR, **config_fields) -> LookaheadConfig:
-    """The predicted fastest config, or LookaheadConfig(enabled=False) if it gains less than `min_speedup`."""
-    best = predict(latency, task, host_s, prior)[0]
-    if best.speedup < min_speedup:
-        return LookaheadConfig(enabled=False, **config_fields)
-    return LookaheadConfig.from_key(best.config, **config_fields)
+                  prior: Mapping = PRIOR, allowed: Callable[[LookaheadConfig], bool] | None = None,
+                  **config_fields) -> LookaheadConfig:
+    """The predicted fastest config among those `allowed` (None: all), or LookaheadConfig(enabled=False) if it gains
+    less than `min_speedup`."""
+    for best in predict(latency, task, host_s, prior):
+        if best.speedup < min_speedup:
+            break
+        config = LookaheadConfig.from_key(best.config, **config_fields)
+        if allowed is None or allowed(config):
+            return config
+    return LookaheadConfig(enabled=False, **config_fields)

@@ -93,7 +93,8 @@ def lookahead_generate(
                                      bool(synced_gpus or caller.get("synced_gpus")), streamer,
                                      caller.get("assistant_model")),
             lambda: beam_config(lookahead_config, gen, model) if beams else
-            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency),
+            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency,
+                           allowed=strategy.accepts),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         latency = _drafting_latency(model, config, requested, lookahead_latency, beams)

@@ -30,6 +30,9 @@ class Strategy(Protocol):
     def new_stats(self) -> LookaheadStats:
         """The statistics object of one row or of the whole batch."""
 
+    def accepts(self, config) -> bool:
+        """Whether this strategy can run `config` (what "auto" may choose)."""
+
     def setup(self, check: Callable[[], list[int]], resolve: Callable[[], object]) -> tuple:
         """check(): every refusal, no model work, returning each row's padding; resolve(): the config, for which
         "auto" may time the model -> (paddings, config)."""
@@ -65,6 +68,9 @@ class LocalStrategy:
 
     def new_stats(self) -> LookaheadStats:
         return LookaheadStats()
+
+    def accepts(self, config) -> bool:
+        return True
 
     def setup(self, check, resolve) -> tuple:
         """(check(): every refusal, no model work, returning each row's padding; resolve(): the config, for which

@@ -63,6 +63,14 @@ class ParallelStrategy(LocalStrategy):
     def new_stats(self) -> ParallelStats:
         return ParallelStats(world_size=self.world)
 
+    def accepts(self, config) -> bool:
+        """A config whose window shards across the ranks (check_shardable), or none: what "auto" may choose."""
+        try:
+            check_shardable(config, self.world)
+        except ValueError:
+            return False
+        return True
+
     def setup(self, check, resolve) -> tuple:
         """Every check on every rank, all ranks raising together; "auto" resolved on rank 0 alone and broadcast (it
         times the model), any other value on every rank."""

@@ -51,6 +51,25 @@ def test_auto_picks_the_config_the_device_favours():
     assert best.speedup == pytest.approx(1.4 * 0.040 / 0.044)
 
 
+def test_auto_chooses_only_configs_the_strategy_can_run():
+    """Lookahead parallelism shards the window across ranks, so "auto" there chooses among configs with no window or
+    one of at least a column per rank: where both configs gain (1.3*40/41 = 1.27x, 1.6*40/52 = 1.23x), the favourite
+    (3,1,2) has one column, so two ranks get the next fastest, (4,5,5), never a refusal; nothing allowed: plain."""
+    from lade.distributed.checks import check_shardable
+
+    def two_ranks(config):
+        try:
+            check_shardable(config, 2)
+        except ValueError:
+            return False
+        return True
+
+    both_gain = LatencyProfile("mid", 256, (1, 5, 25), (0.040, 0.041, 0.052))
+    assert choose_config(both_gain, "chat", host_s=0.0, prior=FAKE_PRIOR).key == (3, 1, 2)
+    assert choose_config(both_gain, "chat", host_s=0.0, prior=FAKE_PRIOR, allowed=two_ranks).key == (4, 5, 5)
+    assert choose_config(both_gain, "chat", host_s=0.0, prior=FAKE_PRIOR, allowed=lambda c: False).enabled is False
+
+
 def test_step_mix_is_priced_step_by_step():
     """A pool-only config feeds one token when no candidate matches: 80% one-token steps and 20% 21-token steps
     (5 tokens on average) cost 0.8 * 40 + 0.2 * 70 ms, far less than five-token steps at 44 ms would suggest
