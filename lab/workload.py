@@ -11,6 +11,7 @@ from typing import Any
 from lade.config import LookaheadConfig
 
 from .bench import runs_headline_prompts
+from .corpus_bench import FILL_BATCH
 from .methods import Method
 from .experiments import ablation_methods, scaling_methods
 from .runs import headline_for, methods_for
@@ -98,15 +99,20 @@ def ablation(p: Params, entry: ModelEntry) -> list[Work]:
 
 
 def corpus(p: Params, entry: ModelEntry) -> list[Work]:
-    """Per task: the corpus's earlier requests decoded once (lade auto), then greedy, lade auto and lade auto with each
-    corpus size on the measured questions; two-turn MT-Bench: turn 1 decoded, then turn 2 by greedy and both autos."""
+    """Per task: the corpus's earlier requests decoded once (plain greedy, FILL_BATCH at a time), then greedy, lade auto
+    and lade auto with each corpus size on the measured questions; two-turn MT-Bench: turn 1 decoded (as the
+    corpus's), then turn 2 by greedy and both autos."""
     tokens, n, largest = p["max_new_tokens"], p["n_prompts"], max(p["corpus_sizes"])
     work = []
     for task in p["tasks"]:
         ds = f"spec_bench:{task}"
-        work.append(Work(ds, "lade-auto (filling the corpus)", None, min(largest, SPEC_BENCH_QUESTIONS - n), tokens))
+        filled = min(largest, SPEC_BENCH_QUESTIONS - n)
+        work.append(Work(ds, "plain batched greedy (filling the corpus)", None, -(-filled // FILL_BATCH), tokens,
+                         rows=FILL_BATCH))
         names = ["greedy"] + [f"lade-auto+corpus({size})" if size else "lade-auto" for size in p["corpus_sizes"]]
         work += [Work(ds, name, None, n, tokens) for name in names]
     two = p["two_turn_prompts"]
-    return work + [Work("mt_bench_two_turns", method, None, two, tokens)
-                   for method in ("lade-auto (turn 1)", "greedy", "lade-auto", "lade-auto+corpus")]
+    turn1 = Work("mt_bench_two_turns", "plain batched greedy (turn 1)", None, -(-two // FILL_BATCH), tokens,
+                 rows=FILL_BATCH)
+    return work + [turn1] + [Work("mt_bench_two_turns", method, None, two, tokens)
+                             for method in ("greedy", "lade-auto", "lade-auto+corpus")]

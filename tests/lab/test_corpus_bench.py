@@ -55,3 +55,21 @@ def test_findings_and_figure_from_the_results(saved):
     assert text.startswith("## Findings") and len(claims) == 3 + 3 + 2 and all("n=" in c for c in claims)
     fig = corpus_plot(cb.corpus_summary(load_results(saved)), "heading")
     assert len(fig.axes) == 2
+
+
+def test_served_requests_are_each_prompt_and_its_greedy_output(tmp_path):
+    """The corpus's earlier requests are decoded in left-padded plain batches; each must be exactly what serving
+    the prompt alone gives (prompt tokens, then greedy's output, no padding), so batching only makes filling it
+    faster."""
+    torch.set_num_threads(1)
+    model, tok = load_model(str(save_tiny_chat_model(tmp_path)))
+    name = "spec_bench:qa"
+    prompts = [cb.encode_prompt(tok, p, name, "auto") for p in load_prompts(name, 5)["prompt"]]
+    pad = cb._pad(tok)
+    requests = cb.served(model, prompts, 8, pad, batch=3)
+    for prompt, request in zip(prompts, requests):
+        alone = model.generate(prompt.input_ids, attention_mask=prompt.attention_mask, do_sample=False,
+                               max_new_tokens=8, pad_token_id=pad)[0].tolist()
+        while alone[-1] == pad and len(alone) > prompt.input_ids.shape[1]:
+            alone.pop()
+        assert request == alone
