@@ -80,12 +80,13 @@ class Method:
         for methods that are not lade."""
         return self.lookahead.label if isinstance(self.lookahead, LookaheadConfig) else ""
 
-    def resolved(self, model) -> "Method":
-        """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`."""
+    def resolved(self, model, latency=None) -> "Method":
+        """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`; latency: the latency
+        model (q -> seconds) auto chooses with, None: `model`'s measured profile (lade.auto_config)."""
         if not isinstance(self.lookahead, str):
             return self
         task = self.lookahead.partition(":")[2]
-        return Method(self.name, self.kind, auto_config(model, task=task), self.generate_kwargs)
+        return Method(self.name, self.kind, auto_config(model, task=task, latency=latency), self.generate_kwargs)
 
 
 def parse_config(text: str) -> tuple[int, ...]:
