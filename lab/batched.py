@@ -7,7 +7,7 @@ at several batch sizes, on the same prompts.
     print(summarize_batches(df))   # lade / plain throughput per set and batch size, 95% intervals over batches
 
 CLI: `python -m lab.batched --sets mt_bench,humaneval,spec_bench --n 16 --batch-sizes 1,2,4,8,16 --max-new-tokens 128
---threads 2 --out results/batches.jsonl`.
+--methods auto --config 3,4,4 --threads 2 --out results/batches.jsonl` (`--config LABEL` repeatable).
 
 Each set's first `n_prompts` prompts (`spec_bench`: the first questions of its six tasks in turn, so every batch mixes
 tasks) are cut into consecutive batches of each size and left-padded. On every batch plain greedy and each lade method
@@ -307,7 +307,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--n", type=int, default=16, help="prompts per set (at least the largest batch size)")
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--methods", default="auto", help="comma-separated lade methods: auto, auto:TASK, lade:LABEL")
+    parser.add_argument("--methods", default="auto", help="comma-separated: auto, auto:TASK ('' for none)")
+    parser.add_argument("--config", action="append", default=[], metavar="LABEL",
+                        help="a lade config label, e.g. 3,4,4 or merged/16/adaptive (repeatable)")
     parser.add_argument("--eos", action="store_true", help="stop rows at EOS (default: every row generates "
                         "--max-new-tokens)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -320,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     model, tokenizer = load_model(args.model, device=args.device, dtype=args.dtype)
     df = run_batched(model, tokenizer, args.sets.split(","), [int(b) for b in args.batch_sizes.split(",")],
-                     [Method.parse(m) for m in args.methods.split(",") if m.strip()], args.n, args.max_new_tokens,
+                     [*(Method.parse(m) for m in args.methods.split(",") if m.strip()),
+                      *(Method.from_label(c) for c in args.config)], args.n, args.max_new_tokens,
                      ignore_eos=not args.eos, model_arg=args.model, threads=torch.get_num_threads())
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
         print(summarize_batches(df).to_string(index=False))
