@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from lade.api import generate as lade_generate
 from lade.device import synchronize
 from lade.rows import left_pad
-from .agreement import first_divergence
+from .agreement import EXACT_DTYPES, first_divergence
 from .bench import rotated
 from .methods import Method
 from .prompts import SPEC_BENCH_TASKS, encode_prompt, load_prompts
@@ -68,7 +68,7 @@ BATCH_COLUMNS = {
     "wall_s": "wall-clock time of the generate call on the whole batch (prefill included)",
     "tokens_per_s": "new_tokens / wall_s",
     "forward_calls": "forward passes of the batch (prefill included)",
-    "row_steps": "forwards each row took part in, summed over rows (prefill included; finished rows leave lade's batch)",
+    "row_steps": "forwards each row took part in, summed over rows (prefill included; lade's finished rows leave)",
     "compression": "new_tokens / row_steps: tokens per forward per row (plain greedy: 1.0)",
     "row_compression": "each row's new tokens / its forwards, in row order (list)",
     "step_widths": "tokens the model computed in each forward after the prefill: rows x the widest row's tokens (list)",
@@ -235,10 +235,10 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
             _generate(model, method, ids.to(device), mask.to(device),
                       {**gen_kwargs, "max_new_tokens": min(8, max_new_tokens)}, latency)
     # 4 per set, batch size and batch: the methods side by side, their order rotating from batch to batch
-    batches = [(name, size, k, encoded[start : start + size]) for name, encoded in prompts.items()
+    batches = [(size, k, encoded[start : start + size]) for encoded in prompts.values()
                for size in batch_sizes for k, start in enumerate(range(0, len(encoded), size))]
     records = []
-    for turn, (name, size, k, chunk) in enumerate(tqdm(batches, disable=not progress, desc="batches", unit="batch")):
+    for turn, (size, k, chunk) in enumerate(tqdm(batches, disable=not progress, desc="batches", unit="batch")):
         ids, mask = left_pad([p.ids for p in chunk], pad)  # [B, P], [B, P]
         order = rotated(everything, turn)
         runs = {m.name: _generate(model, m, ids.to(device), mask.to(device), gen_kwargs, latency) for m in order}
@@ -253,6 +253,20 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, methods=labels,
         latency="given" if latency is not None else "measured profile", **provenance_params)
     return df
+
+
+def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Assert that every lade row of an fp32 run equals plain batched greedy's (an AssertionError names each batch that
+    differs); return per (prompt_set, batch_size, method) the rows and the share identical (the measurement in
+    fp16/bf16)."""
+    lade = rows[rows["method"] != REFERENCE]
+    bad = lade[lade["dtype"].isin(EXACT_DTYPES) & ~lade["matches_greedy"].astype(bool)]
+    if len(bad):
+        where = ", ".join(f"{r.prompt_set}/B={r.batch_size}/batch {r.batch}/{r.method} ({r.rows_identical} of {r.rows}"
+                          " rows identical)" for r in bad.itertuples())
+        raise AssertionError(f"lookahead rows differ from plain batched greedy in {bad['dtype'].iloc[0]}: {where}")
+    table = lade.groupby(["prompt_set", "batch_size", "method"], sort=False)[["rows", "rows_identical"]].sum()
+    return table.assign(identical=table["rows_identical"] / table["rows"]).reset_index()
 
 
 def _runs_table(df: pd.DataFrame, pooled: bool) -> pd.DataFrame:

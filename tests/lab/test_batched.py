@@ -5,11 +5,14 @@ import pandas as pd
 import pytest
 import torch
 
-from lab.batched import BATCH_COLUMNS, POOLED, main, row_lengths, run_batched, spread_prompts, summarize_batches
+from lab.batched import (BATCH_COLUMNS, POOLED, check_rows, main, row_lengths, run_batched, spread_prompts,
+                         summarize_batches)
 from lab.methods import Method
 from lab.models import load_model
 from lab.prompts import SPEC_BENCH_TASKS, load_prompts
+from lab.plan import notebook_work
 from lab.results import load_results, save_results
+from lab.specs import model_entries, notebook_parameters
 from tiny_hub import save_tiny_chat_model
 
 FLAT = lambda q: 1e-3  # noqa: E731  a latency model where wide steps are free: auto drafts
@@ -126,3 +129,26 @@ def test_cli_writes_results(tiny, tmp_path, capsys):
                "--max-new-tokens", "6", "--methods", "", "--config", "3,2,2", "--threads", "1", "--out", str(out)])
     assert out.exists() and set(df["method"]) == {"greedy", "lade(3,2,2)"} and df["matches_greedy"].all()
     assert "lade(3,2,2)" in capsys.readouterr().out
+
+
+def test_check_rows_asserts_exactness_in_fp32_only(results):
+    """fp32 rows must equal plain batched greedy (the check names the batch); in bf16 a differing row is measured."""
+    table = check_rows(results)
+    assert (table["identical"] == 1.0).all() and set(table["method"]) == {"lade-auto", "lade(3,2,2)"}
+    broken = results.copy()
+    index = broken.index[broken["method"] == "lade-auto"][0]
+    broken.loc[index, ["matches_greedy", "rows_identical"]] = [False, 0]
+    with pytest.raises(AssertionError, match="mt_bench/B=1/batch 0/lade-auto"):
+        check_rows(broken)
+    table = check_rows(broken.assign(dtype="bfloat16")).set_index(["prompt_set", "batch_size", "method"])
+    assert table.loc[("mt_bench", 1, "lade-auto"), "identical"] == 0.75
+
+
+def test_plan_prices_one_prompt_per_batch():
+    """--plan prices notebook 09 per batch (a step of B rows reads the weights once): ceil(n / B) batches of each size
+    for plain greedy and each lade method on every set."""
+    [entry] = model_entries("embedded", [], [], "auto", "09_batches")
+    p = notebook_parameters("09_batches") | {"n_prompts": 10, "batch_sizes": [1, 4], "prompt_sets": ["humaneval"]}
+    work = {(w.dataset, w.method): w.prompts for w in notebook_work("09_batches", p, entry)}
+    assert work == {("humaneval", "greedy B=1"): 10, ("humaneval", "lade-auto B=1"): 10,
+                    ("humaneval", "greedy B=4"): 3, ("humaneval", "lade-auto B=4"): 3}
