@@ -24,23 +24,34 @@ def _series_label(name: str, part: pd.DataFrame) -> str:
     return f"{SET_LABELS.get(name, name)} (batches per size: {counts})"
 
 
-def _measured_panel(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, sizes: list[int], column: str,
-                    per_batch: str) -> None:
+def _styles(names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """name -> (colour, marker), the same in every panel: every set pooled in black, the sets in Okabe-Ito order."""
+    sets = [n for n in dict.fromkeys(names) if n != POOLED]
+    styles = {name: (OKABE_ITO[k % len(OKABE_ITO)], MARKERS[(k + 1) % len(MARKERS)]) for k, name in enumerate(sets)}
+    return {POOLED: ("0.1", MARKERS[0]), **styles}
+
+
+def _offsets(count: int) -> np.ndarray:
+    return 0.12 * (np.arange(count) - (count - 1) / 2)
+
+
+def _measured_panel(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, sizes: list[int], column: str) -> None:
     """One line per prompt set over the batch sizes (nudged apart along x): the estimate with its 95% interval where
-    it rests on at least MIN_INTERVAL batches, its single batches as dots otherwise."""
-    found = list(dict.fromkeys(summary["prompt_set"]))
-    sets = [POOLED] * (POOLED in found) + [s for s in found if s != POOLED]  # every set pooled first, in black
-    for k, (name, color) in enumerate(zip(sets, ("0.1", *OKABE_ITO))):
+    it rests on at least MIN_INTERVAL batches, its single batches as dots otherwise (the pooled line's single batches
+    are the sets' dots)."""
+    styles = _styles(summary["prompt_set"])
+    names = [n for n in styles if n in set(summary["prompt_set"])]
+    for name, shift in zip(names, _offsets(len(names))):
+        color, marker = styles[name]
         part = summary[summary["prompt_set"] == name].set_index("batch_size").reindex(sizes).reset_index()
-        xs = np.arange(len(sizes)) + 0.12 * (k - (len(sets) - 1) / 2)
-        ax.plot(xs, part[column], marker=MARKERS[k % len(MARKERS)], color=color, lw=1.4, ms=5,
-                label=_series_label(name, part))
+        xs = np.arange(len(sizes)) + shift
+        ax.plot(xs, part[column], marker=marker, color=color, lw=1.4, ms=5, label=_series_label(name, part))
         errorbars(ax, xs, part[column], interval_errors(part.rename(columns={"batches": "prompts"}), column),
                   ecolor=color)
         for x, size, n in zip(xs, sizes, part["batches"]):
-            if n < MIN_INTERVAL:
-                mine = rows if name == POOLED else rows[rows["prompt_set"] == name]
-                dots(ax, x, mine.loc[mine["batch_size"] == size, per_batch], 0.08, unit="batches")
+            if n < MIN_INTERVAL and name != POOLED:
+                mine = rows[(rows["prompt_set"] == name) & (rows["batch_size"] == size)]
+                dots(ax, x, mine[column], 0.08, unit="batches")
     ax.set_xticks(np.arange(len(sizes)), [str(s) for s in sizes])
     ax.set(xlabel="batch size (rows per forward)")
 
@@ -55,16 +66,18 @@ def batch_throughput_plot(summary: pd.DataFrame, rows: pd.DataFrame, widths: pd.
     widths = widths[widths["method"] == method]
     sizes = sorted(summary["batch_size"].unique())
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
-    _measured_panel(axes[0], summary, rows, sizes, "speedup", "speedup")
-    axes[0].set(ylabel=f"speedup of {method} over plain batched greedy (x)", ylim=(0, None))
+    _measured_panel(axes[0], summary, rows, sizes, "speedup")
+    axes[0].set(ylabel="speedup over plain batched greedy (x)", ylim=(0, None))
     unity(axes[0], label="1x: as fast as plain batched greedy")
-    _measured_panel(axes[1], summary, rows, sizes, "compression", "compression")
-    axes[1].set(ylabel="compression (new tokens per forward per row)", ylim=(0, None))
-    sets = [s for s in dict.fromkeys(widths["prompt_set"]) if s != POOLED]
-    for k, (name, color) in enumerate(zip(sets, OKABE_ITO)):
+    _measured_panel(axes[1], summary, rows, sizes, "compression")
+    axes[1].set(ylabel="compression (tokens per forward per row)", ylim=(0, None))
+    styles = _styles(widths["prompt_set"])
+    sets = [n for n in styles if n != POOLED and n in set(widths["prompt_set"])]
+    for name, shift in zip(sets, _offsets(len(sets))):
+        color, marker = styles[name]
         part = widths[widths["prompt_set"] == name].set_index("batch_size").reindex(sizes).reset_index()
-        xs = np.arange(len(sizes)) + 0.12 * (k - (len(sets) - 1) / 2)
-        axes[2].plot(xs, part["q50"], marker=MARKERS[k % len(MARKERS)], color=color, lw=1.4, ms=5,
+        xs = np.arange(len(sizes)) + shift
+        axes[2].plot(xs, part["q50"], marker=marker, color=color, lw=1.4, ms=5,
                      label=f"{SET_LABELS.get(name, name)}: median over forwards")
         axes[2].vlines(xs, part["q10"], part["q90"], color=color, lw=2.5, alpha=0.45)
     axes[2].plot(np.arange(len(sizes)), sizes, color="0.1", ls="--", lw=1.2,
@@ -72,7 +85,7 @@ def batch_throughput_plot(summary: pd.DataFrame, rows: pd.DataFrame, widths: pd.
     axes[2].plot([], [], color="0.5", lw=2.5, alpha=0.45, label="10-90% of the forwards")
     axes[2].set_yscale("log", base=2)
     axes[2].set_xticks(np.arange(len(sizes)), [str(s) for s in sizes])
-    axes[2].set(xlabel="batch size (rows per forward)", ylabel="tokens computed per forward (rows x widest row)")
+    axes[2].set(xlabel="batch size (rows per forward)", ylabel="tokens per forward (rows x widest row)")
     for ax in axes:
         ax.set_xlim(-0.5, len(sizes) - 0.5)
     here = measured_on(rows) or "this run"
