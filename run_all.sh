@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the figures of an experiment spec: set-up (scripts/setup.sh), then execute each notebook the spec names
 # with papermill. Executed copies, logs and each notebook's resolved parameters go to build/notebooks/ (git-ignored);
-# the notebooks write figures to figures/. Notebooks run with notebooks/ as working directory and the kernel "lade".
+# the notebooks write figures to figures/; the default run's executed copies replace notebooks/ (lab.publish). Notebooks run with notebooks/ as working directory and the kernel "lade".
 #   ./run_all.sh [--params SPEC] [--plan] [--quick] [--model NAME_OR_PATH] [--device cpu|cuda]
 #                [--dtype float32|float16|bfloat16] [--only NAME[,NAME...]]
 #   --params  an experiment spec, data/experiments/*.yaml (default: embedded-cpu.yaml, the default run); each notebook
@@ -59,7 +59,13 @@ if [[ ${#failed[@]} -gt 0 ]]; then
     echo "run_all: FAILED notebook(s): ${failed[*]}" >&2
     exit 1
 fi
-# a full run into data/results/ refreshes the README's results table from what it wrote (lab.readme)
+# a full run into data/results/ refreshes the README's results table from what it wrote (lab.readme); the default run
+# (no --params, --model, --device, --dtype) also commits its executed notebooks, outputs kept (lab.publish)
 if [[ " ${options[*]} " != *" --quick "* && -z "${LADE_RESULTS_DIR:-}" ]]; then
     "$venv/bin/python" -m lab.readme
+    if [[ $spec == data/experiments/embedded-cpu.yaml && " ${options[*]} " != *" --model "* &&
+          " ${options[*]} " != *" --device "* && " ${options[*]} " != *" --dtype "* ]]; then
+        "$venv/bin/python" -m lab.publish build/notebooks "${notebooks[@]}"
+        echo "run_all: executed notebooks written to notebooks/ (outputs of this run)"
+    fi
 fi

@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .agreement import first_divergence
-from .methods import Method, parse_config
+from .methods import Method, parse_config, reference_method
 from .prompts import EncodedPrompt, encode_prompt, load_prompts
 from .provenance import model_record, provenance
 from .results import save_results
@@ -64,9 +64,10 @@ ROW_COLUMNS = {
     "single_token_steps": "share of the forward calls after the prefill that fed one token (plain greedy: 1.0)",
     "forward_s": "time spent inside the model's forward",
     "host_share": "1 - forward_s / wall_s: share of time outside the model forward",
-    "matches_greedy": "output token-for-token identical to plain greedy (same model, same dtype) on this prompt",
-    "first_divergence": "first generated position where the output differs from plain greedy's; -1 if identical",
-    "speedup": "tokens_per_s / plain greedy's tokens_per_s on the same prompt",
+    "matches_greedy": "output token-for-token identical to the reference's (plain greedy; plain beam search, method "
+                      "beam(k), in a beam-search run) with the same model and dtype on this prompt",
+    "first_divergence": "first generated position where the output differs from the reference's; -1 if identical",
+    "speedup": "tokens_per_s / the reference's tokens_per_s on the same prompt",
 }
 
 
@@ -92,7 +93,7 @@ def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method,
 
 
 def runs_headline_prompts(method: Method, headline: Sequence[str]) -> bool:
-    """Whether `method` also runs the headline prompts: a headline method, or greedy (every speedup's reference)."""
+    """Whether `method` also runs the headline prompts: a headline method, or the reference (plain decoding)."""
     return method.kind == "greedy" or method.name in headline
 
 
@@ -111,6 +112,7 @@ def run_benchmark(
     repeats: int = 1,
     headline: Collection[str] = (),
     headline_prompts: int | Mapping[str, int] | None = None,
+    num_beams: int = 1,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
@@ -123,15 +125,17 @@ def run_benchmark(
     the means over the repeats. headline / headline_prompts: the methods named in `headline` (with greedy, their
     reference) also run the prompts after the first `n_prompts`, up to `headline_prompts` per set (one count or
     {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
-    speedup is paired with greedy on the prompts its method ran. Returns a DataFrame with ROW_COLUMNS; provenance in
-    `df.attrs`.
+    speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
+    that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. Returns a
+    DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
     """
     # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
-    methods = _checked_methods(methods, headline, headline_prompts)
+    methods = _checked_methods(methods, headline, headline_prompts, num_beams)
     counts, widest = _prompt_counts(prompt_sets, n_prompts, headline_prompts)
     methods = [m.resolved(model) for m in methods]
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
-                                  "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
+                                  "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
+                                  "num_beams": num_beams}
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
     # 2 encode every prompt once, on the model's device
@@ -157,7 +161,7 @@ def run_benchmark(
         model=name_or_path, model_name=label["model"], **model_record(model),
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
         headline=list(headline), headline_prompts=headline_prompts,
-        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats,
+        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats, num_beams=num_beams,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
@@ -165,9 +169,14 @@ def run_benchmark(
 
 
 def _checked_methods(methods: Sequence[Method], headline: Collection[str],
-                     headline_prompts: int | Mapping[str, int] | None) -> list[Method]:
-    """Greedy first (every speedup's reference), then `methods`; names unique, headline methods among them."""
-    methods = [Method.greedy()] + [m for m in methods if m.kind != "greedy"]
+                     headline_prompts: int | Mapping[str, int] | None, num_beams: int = 1) -> list[Method]:
+    """The reference first (plain greedy or plain beam search: every speedup's reference), then `methods`; names
+    unique, headline methods among them, every method able to run `num_beams` beams."""
+    if not isinstance(num_beams, int) or num_beams < 1:
+        raise ValueError(f"num_beams must be a positive integer, got {num_beams!r}")
+    if num_beams > 1 and (other := [m.name for m in methods if m.kind in ("prompt_lookup", "assisted")]):
+        raise ValueError(f"methods {other} do not run beam search: drop them from a run with num_beams={num_beams}")
+    methods = [Method.plain(num_beams)] + [m for m in methods if m.kind != "greedy"]
     if len({m.name for m in methods}) != len(methods):
         raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
     if unknown := set(headline) - {m.name for m in methods}:
@@ -229,7 +238,8 @@ def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
 
 
 def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
-    """One row per method (times: means over the repeats), with its divergence from and speedup over greedy."""
+    """One row per method (times: means over the repeats), with its divergence from and speedup over the reference
+    (methods[0]: plain greedy or plain beam search)."""
     outputs = {name: timed[0][0] for name, timed in runs.items()}
     rows = []
     for method in methods:
@@ -238,11 +248,11 @@ def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list
         forward_s = sum(t[2].seconds for t in timed) / repeats
         rows.append(_row(prompt.set_name, prompt.prompt_id, prompt.encoded, method, outputs[method.name], wall,
                          timed[-1][2], forward_s))
-    greedy = next(r for r in rows if r["method"] == "greedy")
+    reference = rows[0]
     for row in rows:
-        row["first_divergence"] = first_divergence(outputs[row["method"]], outputs["greedy"])
+        row["first_divergence"] = first_divergence(outputs[row["method"]], outputs[reference["method"]])
         row["matches_greedy"] = row["first_divergence"] == -1
-        row["speedup"] = row["tokens_per_s"] / greedy["tokens_per_s"]
+        row["speedup"] = row["tokens_per_s"] / reference["tokens_per_s"]
     return rows
 
 
@@ -259,7 +269,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per (prompt_set, method), in order of appearance: speedup over plain greedy (ratio of total times) and
     compression (token-weighted) with 95% bootstrap intervals over prompts (lab.stats), and totals-based
     tokens/s, tokens fed per step, share of one-token steps, host share, share of outputs identical to greedy."""
-    out = summarize_runs(df, reference="greedy")
+    out = summarize_runs(df, reference=reference_method(df["method"]))
     steps = (df["forward_calls"] - 1).clip(lower=0)  # forwards after the prefill
     totals = df.assign(fed=df["step_tokens"] * steps, steps=steps, single=df["single_token_steps"] * steps).groupby(
         ["prompt_set", "method"], sort=False).agg(

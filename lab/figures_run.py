@@ -12,6 +12,7 @@ import seaborn as sns
 
 from .figure_style import (MEASURED, MEASURED_BAR, OKABE_ITO, PUBLISHED, PUBLISHED_BAR, errorbars, interval_errors,
                            legend_below, measured_on, unity)
+from .methods import reference_method
 
 NOISE_DRAWS = 200  # resampled pairs behind the sampling-noise band
 
@@ -127,25 +128,31 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
     return fig
 
 
-def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame, labels: dict[str, str], heading: str,
+def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame | None, labels: dict[str, str], heading: str,
                     setup: str = "A100 80GB, Vicuna-7B-v1.3") -> plt.Figure:
-    """Spec-Bench per task. Left: this run's speedup per task and method (95% intervals where n >= 5), the
-    leaderboard's Lookahead and PLD speedups of one published setup (fp16) as grey markers. Right: this run's
-    compression per task, that setup's overall mean accepted tokens as grey lines."""
+    """Spec-Bench per task. Left: this run's speedup per task and method over its reference (plain greedy, or plain
+    beam search; 95% intervals where n >= 5), the leaderboard's Lookahead and PLD speedups of one published setup
+    (fp16) as grey markers. Right: this run's compression per task, that setup's overall mean accepted tokens as
+    grey lines. leaderboard None: this run alone."""
     tasks = [t for t in labels if t != "overall" and t in set(summary["task"])]
-    measured = summary[summary["method"] != "greedy"].copy()
+    reference = reference_method(summary["method"])
+    measured = summary[summary["method"] != reference].copy()
     several = measured["model"].nunique() > 1
     measured["series"] = measured["model"] + ": " + measured["method"] if several else measured["method"]
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.6))
-    for ax, column, label in ((axes[0], "speedup", "speedup over greedy (x, ratio of total times)"),
+    over = "greedy" if reference == "greedy" else f"plain beam search, {reference}"
+    for ax, column, label in ((axes[0], "speedup", f"speedup over {over} (x, ratio of total times)"),
                               (axes[1], "compression", "compression (new tokens per forward)")):
         _grouped_bars(ax, measured, tasks, "task", "series", column)
         ax.set_xticks(np.arange(len(tasks)), [labels[t] for t in tasks], fontsize=8, rotation=0, ha="center")
         ax.set(ylabel=label)
-    board = leaderboard[leaderboard["setup"] == setup]
+    board = leaderboard[leaderboard["setup"] == setup] if leaderboard is not None else pd.DataFrame(
+        columns=["method", "task", "speedup", "mean_accepted_tokens"])
     styles = {"lookahead": ("D", "0.2", "Lookahead", ":"), "pld": ("s", "0.55", "PLD", "-.")}
     for method, (marker, grey, name, ls) in styles.items():
         rows = board[board["method"] == method].set_index("task")
+        if rows.empty:
+            continue
         axes[0].plot(np.arange(len(tasks)), rows.reindex(tasks)["speedup"], marker, color=grey, mec="black", ms=6,
                      ls="none", zorder=6, label=f"published {name} (Spec-Bench leaderboard: {setup}, fp16)")
         if "overall" in rows.index and pd.notna(rows.loc["overall", "mean_accepted_tokens"]):

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .experiments import ablation_methods, ablation_table, scaling_table, speedup_summary, total_variation
 from .figures_run import noise_band
+from .methods import reference_method
 from .results import load_results
 from .stats import SEED, summarize_runs
 
@@ -36,7 +37,7 @@ def _methods(rows: pd.DataFrame, summary: pd.DataFrame, column: str = "speedup",
     for r in summary[summary["method"] != reference].itertuples():
         raw = rows.loc[(rows["method"] == r.method) & (rows["prompt_set"] == r.prompt_set), column]
         text = verdict(getattr(r, column), getattr(r, f"{column}_low"), getattr(r, f"{column}_high"), int(r.prompts),
-                       raw=raw)
+                       f"faster than {reference}", f"slower than {reference}", raw=raw)
         lines.append(f"- {r.prompt_set}, **{r.method}**: speedup {text}; compression {r.compression:.2f}")
     return lines
 
@@ -150,12 +151,17 @@ def ablation(path: Path) -> str:
     return "\n".join(lines)
 
 
-def spec_bench(path: Path) -> str:
-    """Notebook 07: every method's speedup over the six tasks pooled."""
+def spec_bench(path: Path, per_task: bool = False) -> str:
+    """Notebooks 07 and 08: every method's speedup over its reference (plain greedy, or plain beam search) over the
+    six tasks pooled, and with `per_task` per task too."""
     rows = load_results(path)
+    reference = reference_method(rows["method"])
     pooled = rows.assign(prompt_id=rows["prompt_set"] + "/" + rows["prompt_id"].astype(str), prompt_set="spec_bench")
     pooled.attrs = rows.attrs
-    lines = _header(path, rows) + _methods(pooled, speedup_summary(pooled))
+    lines = _header(path, rows, SPEEDUP.format(reference)) + _methods(pooled, speedup_summary(pooled),
+                                                                     reference=reference)
+    if per_task:
+        lines += ["", "Per task:"] + _methods(rows, speedup_summary(rows), reference=reference)
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ prompt lookup, assisted generation; and `parse_config`, a lookahead config label
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,8 +15,9 @@ from lade.config import LookaheadConfig
 class Method:
     """One decoding method. Build with the constructors below; `name` labels its rows.
 
-    kind: "greedy" (model.generate, do_sample=False), "lade" (lade.generate with `lookahead`),
-    "prompt_lookup" (transformers prompt lookup decoding) or "assisted" (transformers assisted generation).
+    kind: "greedy" (plain model.generate, do_sample=False; beam search in a run with num_beams > 1), "lade"
+    (lade.generate with `lookahead`), "prompt_lookup" (transformers prompt lookup decoding) or "assisted"
+    (transformers assisted generation).
     """
 
     name: str
@@ -26,6 +28,11 @@ class Method:
     @classmethod
     def greedy(cls) -> "Method":
         return cls("greedy", "greedy")
+
+    @classmethod
+    def plain(cls, num_beams: int = 1) -> "Method":
+        """The reference of a run: plain greedy, or plain beam search with `num_beams` beams (named beam(k))."""
+        return cls.greedy() if num_beams == 1 else cls(f"beam({num_beams})", "greedy")
 
     @classmethod
     def lade(cls, ngram_size: int, window_size: int, guess_set_size: int, **config: Any) -> "Method":
@@ -87,6 +94,12 @@ class Method:
             return self
         task = self.lookahead.partition(":")[2]
         return Method(self.name, self.kind, auto_config(model, task=task, latency=latency), self.generate_kwargs)
+
+
+def reference_method(names: Iterable[str]) -> str:
+    """The reference among a run's method names: the plain method (greedy, or beam(k) in a beam-search run)."""
+    (name,) = {n for n in names if n == "greedy" or (n.startswith("beam(") and n.endswith(")"))}
+    return name
 
 
 def parse_config(text: str) -> tuple[int, ...]:

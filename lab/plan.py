@@ -156,8 +156,9 @@ def estimate_seconds(work: list[Work], params: float, dtype: str, hardware: str)
     seconds = []
     for w in work:
         compression, q = _prior(w.config) if w.config else (1.0, 1.0)
-        step = latency(q) + (HOST_S if w.config else 0.0)
-        seconds.append(w.forwards * latency(1) + w.prompts * (latency(PROMPT_TOKENS) + w.tokens / compression * step))
+        step = latency(q * w.rows) + (HOST_S if w.config else 0.0)
+        prefill = latency(PROMPT_TOKENS * w.rows)
+        seconds.append(w.forwards * latency(1) + w.prompts * (prefill + w.tokens / compression * step))
     seconds[0] += params * width / LOAD_BYTES_PER_S
     return seconds
 

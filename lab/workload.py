@@ -30,13 +30,14 @@ class Work:
     prompts: int
     tokens: int
     forwards: int = 0  # extra single forwards not tied to prompts (latency measurement)
+    rows: int = 1  # sequences each forward carries (beams)
 
 
 def _bench(datasets: dict[str, int], methods: list[Method], tokens: int,
-           wide: dict[str, int] | None = None, headline: Sequence[str] = ()) -> list[Work]:
+           wide: dict[str, int] | None = None, headline: Sequence[str] = (), rows: int = 1) -> list[Work]:
     """Each method on each set's prompts; with `wide`, those that run the headline prompts on wide[set] instead."""
     return [Work(ds, m.name, m.lookahead.key if m.kind == "lade" and not isinstance(m.lookahead, str) else None,
-                 wide[ds] if wide and runs_headline_prompts(m, headline) else n, tokens)
+                 wide[ds] if wide and runs_headline_prompts(m, headline) else n, tokens, rows=rows)
             for ds, n in datasets.items() for m in methods]
 
 
@@ -58,6 +59,13 @@ def humaneval(p: Params, entry: ModelEntry) -> list[Work]:
 def spec_bench(p: Params, entry: ModelEntry) -> list[Work]:
     sets = {f"spec_bench:{c}": p["n_prompts"] for c in p["categories"] if entry.runs_on(f"spec_bench:{c}")}
     return _bench(sets, methods_for(entry, p["baselines"]), p["max_new_tokens"])
+
+
+def beam_search(p: Params, entry: ModelEntry) -> list[Work]:
+    """Notebook 08: plain beam search (the reference) and each lade method, `num_beams` rows per forward."""
+    sets = {f"spec_bench:{c}": p["n_prompts"] for c in p["categories"] if entry.runs_on(f"spec_bench:{c}")}
+    methods = [Method.plain(p["num_beams"])] + [m for m in methods_for(entry, p["baselines"]) if m.kind != "greedy"]
+    return _bench(sets, methods, p["max_new_tokens"], rows=p["num_beams"])
 
 
 def scaling(p: Params, entry: ModelEntry) -> list[Work]:

@@ -53,6 +53,17 @@ def _adaptive(draft: str, window: int, static: LookaheadConfig, config_fields: d
                            **config_fields)
 
 
+def auto_task(value) -> str | None:
+    """The task of a lookahead_config "auto" ("mixed") or "auto:TASK" (TASK in lade.cost.TASKS), None for any other
+    value."""
+    if not (isinstance(value, str) and value.partition(":")[0] == "auto"):
+        return None
+    task = value.partition(":")[2] or "mixed"
+    if task not in TASKS:
+        raise ValueError(f"lookahead_config 'auto:{task}': the task must be one of {TASKS}")
+    return task
+
+
 def resolve_config(value: LookaheadConfig | dict | str | None, generation_config: GenerationConfig, model,
                    adaptive: bool = True, latency: Callable[[float], float] | None = None) -> LookaheadConfig:
     """A LookaheadConfig, a dict of its fields, "auto" or "auto:TASK" (TASK in lade.cost.TASKS), or None (then
@@ -65,9 +76,7 @@ def resolve_config(value: LookaheadConfig | dict | str | None, generation_config
         return value
     if isinstance(value, dict):
         return LookaheadConfig(**value)
-    if isinstance(value, str) and value.partition(":")[0] == "auto":
-        task = value.partition(":")[2] or "mixed"
-        if task not in TASKS:
-            raise ValueError(f"lookahead_config 'auto:{task}': the task must be one of {TASKS}")
+    task = auto_task(value)
+    if task is not None:
         return auto_config(model, task, adaptive=adaptive, latency=latency)
     raise ValueError(f"lookahead_config must be a LookaheadConfig, a dict, 'auto' or 'auto:TASK', got {value!r}")

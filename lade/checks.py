@@ -31,13 +31,14 @@ CACHE_IMPLEMENTATIONS_REFUSED = {  # cache_implementation -> why lade cannot dec
     "paged": "transformers runs continuous batching for it and never calls lade's decoding",
 }
 
-OTHER_MODES = {  # what to change to get greedy or sampled decoding
+OTHER_MODES = {  # what to change to get greedy, sampled or beam-search decoding
     GenerationMode.ASSISTED_GENERATION: "lade replaces prompt lookup / assisted decoding; drop "
                                         "prompt_lookup_num_tokens / assistant_model",
-    GenerationMode.BEAM_SEARCH: "lade does not do beam search; set num_beams=1",
-    GenerationMode.BEAM_SAMPLE: "lade does not do beam search; set num_beams=1",
-    GenerationMode.GROUP_BEAM_SEARCH: "lade does not do beam search; set num_beams=1 and drop num_beam_groups",
-    GenerationMode.CONSTRAINED_BEAM_SEARCH: "lade does not do beam search; set num_beams=1 and drop constraints / "
+    GenerationMode.BEAM_SAMPLE: "lade's beam search is deterministic: set do_sample=False (beam search) or "
+                                "num_beams=1 (sampling)",
+    GenerationMode.GROUP_BEAM_SEARCH: "lade does not do diverse (group) beam search: drop num_beam_groups (plain beam "
+                                      "search) or set num_beams=1",
+    GenerationMode.CONSTRAINED_BEAM_SEARCH: "lade does not do constrained beam search: drop constraints / "
                                             "force_words_ids",
     GenerationMode.CONTRASTIVE_SEARCH: "drop penalty_alpha",
     GenerationMode.DOLA_GENERATION: "drop dola_layers",
@@ -135,17 +136,21 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     check_cache_implementation(gen.cache_implementation)
     check_token_ids(model, input_ids, "decoder_input_ids" if model.config.is_encoder_decoder else "input_ids")
     mode = gen.get_generation_mode(assistant_model or getattr(gen, "assistant_model", None))
-    if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE):
-        raise ValueError(f"lade decodes greedily or by sampling, but these arguments ask for {mode.value}: "
-                         f"{OTHER_MODES.get(mode, 'drop the arguments that select it')}")
-    if gen.num_return_sequences != 1:
-        raise ValueError("lade returns one sequence per prompt; set num_return_sequences=1")
+    beams = mode == GenerationMode.BEAM_SEARCH
+    if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE) and not beams:
+        raise ValueError(f"lade decodes greedily, by sampling or by beam search, but these arguments ask for "
+                         f"{mode.value}: {OTHER_MODES.get(mode, 'drop the arguments that select it')}")
+    if gen.num_return_sequences != 1 and not beams:
+        raise ValueError("lade returns one sequence per prompt outside beam search; set num_return_sequences=1")
     if gen.output_attentions or gen.output_hidden_states:
         raise ValueError("output_attentions / output_hidden_states are not available from lookahead steps")
     if synced_gpus:
         raise ValueError("synced_gpus (DeepSpeed ZeRO-3 / FSDP) is not supported by lade")
-    check_processors(processors)
-    pads = _check_padding(model, input_ids, gen, model_kwargs)
+    if beams:
+        _check_beams(gen, streamer, self_attention_cache(cache).get_seq_length())
+    else:  # beam search calls the processors once per replayed step, exactly as plain beam search does
+        check_processors(processors)
+    pads = _check_padding(model, input_ids, gen, model_kwargs, beams)
     if getattr(self_attention_cache(cache), "offloading", False):
         check_cache_implementation("offloaded")
     check_compactable(cache, model.config.model_type)
@@ -160,20 +165,32 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
             raise ValueError(f"the cache passed in holds {past} tokens, the prompt only {input_ids.shape[1]}: pass the "
                              "whole sequence the cache was built from plus at least one new token")
     if len(pads) > 1:
-        _check_batch(gen, processors, stopping_criteria, streamer)
+        if not beams:  # beam search replays plain beam search's batched calls: nothing to refuse per row
+            _check_batch(gen, processors, stopping_criteria, streamer)
         check_batch_rope(model, input_ids, pads, gen)
     return pads
 
 
-def _check_padding(model, input_ids: torch.Tensor, gen: GenerationConfig, model_kwargs: dict) -> list[int]:
+def _check_beams(gen: GenerationConfig, streamer, past: int) -> None:
+    """What lade's beam search refuses (transformers refuses a streamer with beams too)."""
+    if streamer is not None:
+        raise ValueError("a streamer cannot be used with beam search (transformers refuses it too): drop the streamer "
+                         "or set num_beams=1")
+    if past:
+        raise ValueError("lade's beam search does not continue a cache passed in: pass no past_key_values / cache, or "
+                         "set num_beams=1")
+
+
+def _check_padding(model, input_ids: torch.Tensor, gen: GenerationConfig, model_kwargs: dict,
+                   beams: bool = False) -> list[int]:
     if model.config.is_encoder_decoder:
-        if input_ids.shape[0] != 1:
+        if input_ids.shape[0] != 1 and not beams:  # beams all have one length: one row of decoder positions
             raise ValueError(f"lade decodes encoder-decoder models one input at a time; got batch size "
                              f"{input_ids.shape[0]} (pass one input)")
         mask = model_kwargs.get("decoder_attention_mask")
         if mask is not None and not bool(mask.all()):
             raise ValueError("lade does not support a padded decoder prompt: pass decoder ids with an all-ones mask")
-        return [0]
+        return [0] * input_ids.shape[0]
     length = mask_length(gen)  # generate drops an all-ones mask, keeping its length
     if length is not None and length not in (-1, input_ids.shape[1]):
         raise ValueError(f"attention_mask has length {length}, input_ids {input_ids.shape[1]}: pass the mask the "
@@ -192,10 +209,6 @@ def _check_batch(gen: GenerationConfig, processors: LogitsProcessorList, stoppin
         )
     if streamer is not None:
         raise ValueError("a streamer takes one sequence: pass one prompt to stream lookahead output")
-    if gen.return_dict_in_generate and (gen.output_scores or gen.output_logits):
-        raise ValueError(
-            "output_scores / output_logits are not available for batched lookahead decoding: pass one prompt at a time"
-        )
     if not any(hasattr(c, "eos_token_id") for c in stopping_criteria) and not all(
         isinstance(c, (MaxLengthCriteria, MaxTimeCriteria)) for c in stopping_criteria
     ):

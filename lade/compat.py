@@ -96,3 +96,29 @@ def relative_bias_attentions(decoder: torch.nn.Module) -> list[torch.nn.Module]:
     """The self-attention modules of a T5-family decoder that compute a relative position bias."""
     return [block.layer[0].SelfAttention for block in decoder.block
             if block.layer[0].SelfAttention.has_relative_attention_bias]
+
+
+def eos_token_tensor(gen: GenerationConfig) -> torch.Tensor | None:
+    """The EOS ids generate resolved (`_prepare_special_tokens`), which plain beam search sizes its top-k and fills its
+    sequences with; None outside generate."""
+    return getattr(gen, "_eos_token_tensor", None)
+
+
+# Plain beam search (transformers' vectorised `_beam_search`, 4.50 on) is a loop over private step functions of
+# GenerationMixin. lade's beam search replays that loop step by step, feeding each step the logits it looked up in the
+# drafted trees; calling transformers' own functions is what makes each replayed step plain beam search's step.
+BEAM_STEP_FUNCTIONS = ("_flatten_beam_dim", "_unflatten_beam_dim", "_get_top_k_continuations",
+                       "_get_running_beams_for_next_iteration", "_update_finished_beams",
+                       "_check_early_stop_heuristic", "_beam_search_has_unfinished_sequences")
+
+
+class PlainBeamSteps:
+    """transformers' beam search step functions, bound to one model, named without their leading underscore."""
+
+    def __init__(self, model) -> None:
+        missing = [name for name in BEAM_STEP_FUNCTIONS if not hasattr(model, name)]
+        if missing:
+            raise ValueError(f"lade's beam search replays transformers' own beam search steps, which this transformers "
+                             f"release lacks ({', '.join(missing)}): upgrade transformers, or set num_beams=1")
+        for name in BEAM_STEP_FUNCTIONS:
+            setattr(self, name[1:], getattr(model, name))

@@ -25,7 +25,8 @@ class LookaheadConfig:
     adaptive: (drafters registered adaptive: retrieval, recycling, merged) cut each step's tree where the expected
         tokens per second of this model on this device peak, down to a plain one-token step; what
         `lade.auto_config` returns.
-    step_budget: most draft nodes a step of a tree-planning draft (every built-in one but lookahead) feeds.
+    step_budget: most draft nodes a step of a tree-planning draft (every built-in one but lookahead) feeds; under beam
+        search (num_beams > 1, lade/beams.py), most draft nodes under each beam.
     window_size (W): columns of the lookahead window (tokens guessed ahead per Jacobi level); None takes the
         drafter's default (5 for the lookahead draft, 0, no window, for the others). With draft="lookahead", 0
         drops the window: only n-grams from the prompt and the output are verified (prompt-lookup style).

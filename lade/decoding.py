@@ -17,12 +17,16 @@ from transformers.generation.logits_process import LogitsProcessorList, Repetiti
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import resolve_config
+from .batch_scores import batch_outputs
+from .beams import beam_config, beam_generate, logits_width
 from .cache import crop, new_cache, self_attention_cache
 from .checks import check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
 from .cost import HOST_S, latency_profile
 from .drafters import RowContext, make_drafter
+from .drafters.allocation import StepSizer
+from .drafters.step_cost import StepCost
 from .encoder_decoder import EncoderDecoderCall
 from .loop import Run, decode
 from .model_call import ModelCall
@@ -63,6 +67,10 @@ def lookahead_generate(
     (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall.
     """
     gen, processors = generation_config, logits_processor
+    beams = gen.num_beams is not None and gen.num_beams > 1
+    if beams and lookahead_strategy is not None:
+        raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams "
+                         "in one process")
     strategy: Strategy = LocalStrategy() if lookahead_strategy is None else \
         lookahead_strategy(model, input_ids, gen, processors, model_kwargs, lookahead_config)
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
@@ -76,17 +84,23 @@ def lookahead_generate(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
                                      bool(synced_gpus or caller.get("synced_gpus")), streamer,
                                      caller.get("assistant_model")),
-            lambda: resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts,
-                                   latency=lookahead_latency),
+            lambda: beam_config(lookahead_config, gen, model) if beams else
+            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
-        latency = _drafting_latency(model, config, requested, lookahead_latency)
+        latency = _drafting_latency(model, config, requested, lookahead_latency, beams)
+
+    if beams:  # beam search: its own steps over the same model call (lade/beams.py)
+        call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
+        return beam_generate(model, call, input_ids, pads, config, gen, processors, stopping_criteria,
+                             model_kwargs.get("attention_mask"), lookahead_source_ids, latency)
 
     # 2. the rows and what every step shares
     source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
     rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
-    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device)
+    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device,
+               _sizer(config, latency, rows))
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
@@ -99,7 +113,8 @@ def lookahead_generate(
     run.stats.total_time_s = time.perf_counter() - start
     if streamer is not None:
         streamer.end()
-    return _output(model, rows, gen, run, strategy)
+    return _output(model, rows, gen, run, strategy, model_kwargs.get("attention_mask") if any(pads) else None,
+                   config.attention)
 
 
 def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None, bool]:
@@ -110,15 +125,26 @@ def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None
     return lookahead_streamer or caller.get("streamer") or streamer, prompt_streamed
 
 
-def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None
-                      ) -> Callable[[float], float] | None:
-    """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile."""
+def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None,
+                      beams: bool = False) -> Callable[[float], float] | None:
+    """The latency model adaptive drafts (and "auto" beam search) plan with: the one passed in, else the model's
+    measured profile."""
     if latency is not None and not config.adaptive and not isinstance(requested, str):
         raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
                          f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
+    if beams:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
+        return (latency if latency is not None else latency_profile(model)) if isinstance(requested, str) else None
     if not (config.adaptive and config.enabled):
         return None
     return latency if latency is not None else latency_profile(model)
+
+
+def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None, rows: list[Row]) -> StepSizer | None:
+    """Adaptive drafters that rank their nodes (`offer`) are sized together, for the whole batch's step; None where
+    drafts are not adaptive or a drafter plans its own steps."""
+    if latency is None or not all(hasattr(row.drafter, "offer") for row in rows):
+        return None
+    return StepSizer(StepCost(latency, HOST_S), getattr(config.draft_options, "correct_latency", True))
 
 
 def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
@@ -127,8 +153,7 @@ def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConf
     """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
-    head = model.get_output_embeddings()
-    vocab = head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+    vocab = logits_width(model)
     return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
                 make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S)),
                 _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
@@ -137,12 +162,13 @@ def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConf
 
 
 def _run(call: ModelCall, model, config: LookaheadConfig, gen: GenerationConfig,
-         stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device) -> Run:
+         stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device,
+         sizer: StepSizer | None) -> Run:
     """What every step shares: the model call, how tokens are chosen, stopping, streaming, the batch's stats."""
     keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     return Run(call, call.cache,
                TokenChooser.for_generation(bool(gen.do_sample), config, device), strategy, stopping_criteria,
-               streamer, strategy.new_stats(), keep_scores, Positions.of(model), model.device)
+               streamer, strategy.new_stats(), keep_scores, Positions.of(model), model.device, sizer)
 
 
 def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder_only: type[ModelCall]) -> ModelCall:
@@ -160,9 +186,11 @@ def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder
                               model_kwargs.get("attention_mask"))
 
 
-def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: Strategy):
-    """What `model.generate` returns: the sequences, or with return_dict_in_generate an output object (scores,
-    logits and the cache for one sequence, exactly as plain generate leaves them)."""
+def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: Strategy,
+            prompt_mask: torch.Tensor | None, attention: str):
+    """What `model.generate` returns: the sequences, or with return_dict_in_generate an output object (scores and
+    logits, and the cache for one sequence, exactly as plain generate leaves them). prompt_mask: [B, P] the prompts'
+    attention mask (None: no padding)."""
     one = rows[0] if len(rows) == 1 else None
     pad_id = pad_token_tensor(gen)
     sequences = one.ids.clone() if one is not None else pad_rows(rows, gen.pad_token_id if pad_id is None else pad_id)
@@ -171,11 +199,16 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: S
     cache = run.cache if one is not None and strategy.returns_cache and gen.use_cache else None  # use_cache=False: none
     if cache is not None:
         crop(cache, one.ids.shape[1] - 1)  # plain decoding caches every token but the last
+    if one is not None:
+        scores = tuple(one.scores) if one.scores is not None else None
+        logits = tuple(one.logits) if one.logits is not None else None
+    else:
+        scores, logits = batch_outputs(model, rows, sequences, prompt_mask, attention)
     output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
     return output_type(
         sequences=sequences,
-        scores=tuple(one.scores) if one is not None and one.scores is not None else None,
-        logits=tuple(one.logits) if one is not None and one.logits is not None else None,
+        scores=scores,
+        logits=logits,
         **{CACHE_KWARG: cache},
         lookahead_stats=run.stats,
         row_stats=[row.stats for row in rows],

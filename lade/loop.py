@@ -3,7 +3,8 @@ Inference Using Lookahead Decoding", ICML 2024, arXiv 2402.02057), for every dec
 of a batch (a single sequence is a batch of one); greedy or lossless sampling (the TokenChooser); one process or
 lookahead parallelism (the strategy); any drafter.
 
-One steady step, per row: the drafter proposes a draft; the row feeds [last token | Jacobi window | candidate
+One steady step, per row: the drafter proposes a draft (adaptive drafts are sized for the whole batch at once,
+lade/drafters/allocation.py); the row feeds [last token | Jacobi window | candidate
 tree] with a tree attention mask at logical positions, in one forward with every other row; the tree is verified
 from the root (greedy: the model's own argmax chain; sampling: each position's token drawn with its keyed noise);
 the drafter observes what was accepted and the window's next level; the KV of the accepted tokens is moved into
@@ -21,6 +22,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .cache import compact, crop, self_attention_cache
 from .drafters import Draft, Outcome
+from .drafters.allocation import StepSizer
 from .layout import stack_layouts
 from .model_call import ModelCall
 from .outputs import LookaheadStats
@@ -45,6 +47,7 @@ class Run:
     keep_scores: bool
     positions: Positions  # where a step may place tokens (a position table's end, scaled RoPE) and re-encodes
     device: torch.device
+    sizer: StepSizer | None = None  # sizes adaptive drafts for the whole batch (None: each drafter proposes its own)
 
 
 def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -87,7 +90,7 @@ def prefill(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: 
 def step(run: Run, active: list[Row]) -> list[Row]:
     """One steady step of every active row; returns the rows still running."""
     # 2a. each row's draft laid out as [tokens not in the cache | window | candidate tree] (this rank's share)
-    layouts = [run.strategy.layout(row, _draft(run, row), run.device) for row in active]
+    layouts = [run.strategy.layout(row, draft, run.device) for row, draft in zip(active, _drafts(run, active))]
     batch = stack_layouts(layouts)
     past = self_attention_cache(run.cache).get_seq_length()
     first_positions = torch.tensor([row.first_fed_position for row in active], device=run.device)  # [B]
@@ -95,6 +98,8 @@ def step(run: Run, active: list[Row]) -> list[Row]:
     # 2b. one forward for every row and branch
     with run.stats.timed_forward(run.device):
         logits = run.call.step(batch, first_positions, past, _cache_visibility(active, past, run.device))  # [B, K, V]
+    if run.sizer is not None:
+        run.sizer.observe(len(active) * batch.size, run.stats.last_forward_s)  # the batch's whole width was timed
     # 2c. per row: verify the tree, agree on it (across ranks), let the drafter observe, emit
     starts, keeps, emitted = [], [], 0
     for b, (row, layout, row_logits) in enumerate(zip(active, layouts, logits)):
@@ -104,6 +109,7 @@ def step(run: Run, active: list[Row]) -> list[Row]:
         top = take_rows(row_logits, batch.kept_index(layout.top_rows)) if layout.top_rows else None  # [W, V]
         level = run.choose.window_level(top, row.ids, row.processors) if top is not None else None
         tokens, level, verified = run.strategy.agree(acc, level)
+        row.stats.tree_nodes.append(len(layout.tree))
         timing = dict(fed=layout.size, seconds=run.stats.last_forward_s if len(active) == 1 else None)
         if row.drafter.observes_logits:
             real = batch.kept_real(b)
@@ -129,9 +135,17 @@ def take_rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
     return runs[0] if len(runs) == 1 else torch.cat(runs)
 
 
-def _draft(run: Run, row: Row) -> Draft:
-    """The row drafter's proposal, cut to where the step computes what plain decoding would (rope.py)."""
-    draft = row.drafter.propose(row.tokens, row.stats.last_accepted)
+def _drafts(run: Run, rows: list[Row]) -> list[Draft]:
+    """Each row drafter's proposal (sized for the whole batch's step where run.sizer is set), cut by `_within`."""
+    if run.sizer is None:
+        drafts = [row.drafter.propose(row.tokens, row.stats.last_accepted) for row in rows]
+    else:
+        drafts = run.sizer.drafts([row.drafter.offer(row.tokens, row.stats.last_accepted) for row in rows])
+    return [_within(run, row, draft) for row, draft in zip(rows, drafts)]
+
+
+def _within(run: Run, row: Row, draft: Draft) -> Draft:
+    """The draft cut to the positions where the step computes what plain decoding would (rope.py)."""
     last = row.tokens.numel() - 1  # the last token's logical position
     bound = run.positions.last_position(last, row.pad)
     return draft if bound is None else draft.within(bound - last)

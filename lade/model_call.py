@@ -45,12 +45,17 @@ class ModelCall:
         `past` tokens are in the cache already -> logits of each last prompt token [B, V].
 
         Positions count from each row's first real token, exactly as `model.generate` does for padding."""
+        return self.last_logits(input_ids, attention_mask, past, 1)[:, -1]
+
+    def last_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, past: int,
+                    keep: int) -> torch.Tensor:
+        """`prefill`, returning the logits of each row's last `keep` positions [B, keep, V]."""
         if attention_mask is None:
             positions = torch.arange(past, input_ids.shape[1], device=input_ids.device).expand(input_ids.shape[0], -1)
         else:
             positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)[:, past:]
         mask = self.attention.prefill_mask(attention_mask)
-        return self._logits(input_ids[:, past:], positions, mask, 1)[:, -1]
+        return self._logits(input_ids[:, past:], positions, mask, keep)
 
     def step(self, batch: BatchLayout, first_positions: torch.Tensor, past: int,
              cache_visible: torch.Tensor | None) -> torch.Tensor:

@@ -7,19 +7,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerateEncoderDecoderOutput
+from transformers.generation.utils import (
+    GenerateBeamDecoderOnlyOutput,
+    GenerateBeamEncoderDecoderOutput,
+    GenerateDecoderOnlyOutput,
+    GenerateEncoderDecoderOutput,
+)
 
 from .device import synchronize
 
 
 @dataclass
 class LookaheadStats:
-    """accepted_per_step[i]: tokens emitted by forward pass i (the prefill counts as step 0)."""
+    """accepted_per_step[i]: tokens emitted by forward pass i (the prefill counts as step 0); under beam search, the
+    beam search steps forward i determined (tokens added to every beam)."""
 
     accepted_per_step: list[int] = field(default_factory=list)
     forward_time_s: float = 0.0
     total_time_s: float = 0.0
     last_forward_s: float = 0.0  # the latest forward's time
+    tree_nodes: list[int] = field(default_factory=list)  # draft nodes each steady step fed (a row's stats)
 
     @property
     def steps(self) -> int:
@@ -72,3 +79,13 @@ class LookaheadDecoderOnlyOutput(GenerateDecoderOnlyOutput):
 class LookaheadEncoderDecoderOutput(GenerateEncoderDecoderOutput):
     lookahead_stats: LookaheadStats | None = None
     row_stats: list[LookaheadStats] | None = None
+
+
+@dataclass
+class LookaheadBeamDecoderOnlyOutput(GenerateBeamDecoderOnlyOutput):
+    lookahead_stats: LookaheadStats | None = None
+
+
+@dataclass
+class LookaheadBeamEncoderDecoderOutput(GenerateBeamEncoderDecoderOutput):
+    lookahead_stats: LookaheadStats | None = None

@@ -93,7 +93,7 @@ def _generate_kwargs(rng: random.Random, kind: str) -> tuple[dict[str, Any], dic
                         ("bad_words_ids", [[5], [7, 8]]), ("sequence_bias", {(9,): 2.0}), ("suppress_tokens", [4, 6])):
         if rng.random() < 0.15:
             kw[name] = value
-    if kind == "single" and rng.random() < 0.25:
+    if kind in ("single", "batch") and rng.random() < 0.25:
         kw.update(return_dict_in_generate=True, output_scores=rng.random() < 0.7, output_logits=rng.random() < 0.5)
     if kind != "batch" and kind != "encoder_decoder":
         if rng.random() < 0.15:
@@ -129,7 +129,25 @@ def case(seed: int) -> Case:
         if kind == "batch" and rope in POSITION_DEPENDENT:  # lade refuses batches that cross it (tests/test_rope.py)
             room = ORIGINAL + 1 - max(p[1] for p in prompts)
             generate["max_new_tokens"] = max(1, min(generate["max_new_tokens"], room))
+    if kind in ("single", "batch", "encoder_decoder") and rng.random() < 0.25:  # drawn last: earlier draws stay put
+        _beams(rng, generate, config, rope is not None and rope in POSITION_DEPENDENT, prompts)
     return Case(seed, kind, (*model, rope), config, prompts, generate, extras)
+
+
+def _beams(rng: random.Random, generate: dict[str, Any], config: dict[str, Any], position_dependent: bool,
+           prompts: list[tuple[int, int, bool]]) -> None:
+    """Make the case a beam search: k beams, deterministic, a pool draft (what lade's beam search drafts with)."""
+    generate.update(num_beams=rng.randint(2, 6), do_sample=False, length_penalty=rng.choice([1.0, 1.0, 0.5, -1.0]),
+                    early_stopping=rng.choice([False, True, "never"]))
+    generate.pop("top_k", None)
+    generate["num_return_sequences"] = rng.randint(1, generate["num_beams"])
+    config.update(draft="lookahead", window_size=0, guess_set_size=max(1, config["guess_set_size"]),
+                  step_budget=rng.choice([2, 8, 16, 32]), pool_from_prompt=True, sampling_seed=None)
+    for name in ("adaptive", "draft_options"):
+        config.pop(name, None)
+    if position_dependent:  # the B * k rows are a batch: lade refuses batches that cross it (tests/test_rope.py)
+        room = ORIGINAL + 1 - max(p[1] for p in prompts)
+        generate["max_new_tokens"] = max(1, min(generate["max_new_tokens"], room))
 
 
 @lru_cache(maxsize=64)
@@ -208,6 +226,11 @@ def _difference(got, want) -> str | None:
         return None if torch.equal(got, want) else f"sequences differ:\n  lade  {got.tolist()}\n  plain {want.tolist()}"
     if not torch.equal(got.sequences, want.sequences):
         return f"sequences differ:\n  lade  {got.sequences.tolist()}\n  plain {want.sequences.tolist()}"
+    if getattr(want, "beam_indices", None) is not None and not torch.equal(got.beam_indices, want.beam_indices):
+        return "beam_indices differ"
+    theirs = getattr(want, "sequences_scores", None)
+    if theirs is not None and not torch.allclose(got.sequences_scores, theirs, atol=1e-4, rtol=1e-4):
+        return "sequences_scores differ"
     for name in ("scores", "logits"):
         ours, theirs = getattr(got, name), getattr(want, name)
         if (ours is None) != (theirs is None) or (ours is not None and len(ours) != len(theirs)):

@@ -9,13 +9,13 @@ it (docs/drafters.md). The built-in drafters register themselves the same way wh
 
 from __future__ import annotations
 
-from .base import Draft, Drafter, Outcome
+from .base import Draft, Drafter, Offer, Outcome
 from .lookahead import LookaheadDrafter
 from .planning import PlanningDrafter, PlanningOptions, RecyclingOptions
 from .pool import NGramPool
 from .registry import Registration, RowContext, drafter_names, make_drafter, register, registered, unregister
 from .window import LookaheadWindow
 
-__all__ = ["Draft", "Drafter", "LookaheadDrafter", "LookaheadWindow", "NGramPool", "Outcome", "PlanningDrafter",
-           "PlanningOptions", "RecyclingOptions", "Registration", "RowContext", "drafter_names", "make_drafter",
-           "register", "registered", "unregister"]
+__all__ = ["Draft", "Drafter", "LookaheadDrafter", "LookaheadWindow", "NGramPool", "Offer", "Outcome",
+           "PlanningDrafter", "PlanningOptions", "RecyclingOptions", "Registration", "RowContext", "drafter_names",
+           "make_drafter", "register", "registered", "unregister"]

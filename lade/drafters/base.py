@@ -1,7 +1,9 @@
-"""The drafter contract: a Draft to feed, the Outcome of the step that verified it, the Drafter protocol."""
+"""The drafter contract: a Draft to feed, the Outcome of the step that verified it, the Drafter protocol, and the
+Offer through which an adaptive drafter lets the batch size its draft (lade/drafters/allocation.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,6 +32,18 @@ class Draft:
 
 
 @dataclass
+class Offer:
+    """A row's draft nodes for a step whose size the batch decides: values[i] is the expected number of tokens the
+    i-th node adds to the step (best first: non-increasing), `fixed` the tokens the row feeds whatever it drafts (its
+    last token and window), and take(k) returns the Draft feeding the first k nodes (a tree for every k), which the
+    drafter then observes the outcome of."""
+
+    values: list[float]
+    fixed: int
+    take: Callable[[int], Draft]
+
+
+@dataclass
 class Outcome:
     """What a step produced for one row: the tokens it accepted (drafts, then the model's own next token), the
     window's next Jacobi level [W] (None when no window was fed), the step's kept rows for drafters that learn from
@@ -49,7 +63,10 @@ class Drafter(Protocol):
 
     def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
         """ids: [S] the row's tokens so far (prompt and output, no padding); new_tokens: how many the last step
-        emitted. Returns the draft to feed with the last token ids[-1]."""
+        emitted. Returns the draft to feed with the last token ids[-1].
+
+        A drafter that can also rank its nodes defines `offer(ids, new_tokens) -> Offer`; with adaptive=True the loop
+        then sizes every row's draft for the whole batch (lade/drafters/allocation.py) instead of calling propose."""
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from the step that verified the last draft."""

@@ -5,10 +5,10 @@ Every drafted node carries the probability that it is accepted given that its pa
 acceptance rate, lade.drafters.acceptance, discounted by the chance that a likelier sibling was the right one); the
 probability that the whole path to it is accepted is the product along the path, so it never grows down a path,
 and taking nodes in decreasing path probability always yields a tree. A step feeding m nodes is expected to emit
-1 + (sum of their path probabilities) tokens (the model's own next token always comes); with cost(m) the expected
-seconds of such a step (merged.StepCost: the device's latency profile, corrected by the sequence's timed steps), the
-planner feeds the m that maximises expected tokens / cost(m), m = 0 being a plain one-token step (`adaptive`), or
-every node up to the budget (a fixed budget).
+1 + (sum of their path probabilities) tokens (the model's own next token always comes). A fixed budget feeds every
+node up to it; adaptive steps feed the nodes that pay for the step: in a batch, lade.drafters.allocation weighs every
+row's nodes against the cost of the whole batch's step, and with cost(m) given here (the seconds of a step feeding m
+nodes) the same rule cuts one tree, at the m that maximises expected tokens / cost(m), m = 0 being a plain step.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from .acceptance import AcceptanceStats
+from .allocation import allocate
 from .recycling import AdjacencyTable
 
 Kind = Hashable
@@ -47,6 +48,11 @@ class Plan:
         """Leaf paths, parents before children: what TokenTree merges back into this tree."""
         inner = {node.path[:-1] for node in self.nodes}
         return [node.path for node in self.nodes if node.path not in inner]
+
+    @property
+    def values(self) -> list[float]:
+        """Each node's expected contribution to a step's tokens (its path probability), in the order taken."""
+        return [node.path_probability for node in self.nodes]
 
     def record(self, accepted: Sequence[int], stats: AcceptanceStats) -> None:
         """Each node whose parent was accepted was tested: accepted iff its token is the next accepted token."""
@@ -89,19 +95,11 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
             missed *= 1.0 - p
 
     push_children((), 1.0, root, leads)
-    costs = [cost(m) for m in range(budget + 1)] if cost is not None else []
-    plan, expected, best, best_m = Plan(), 1.0, margin / costs[0] if costs else 0.0, 0
+    plan = Plan()
     while heap and len(plan.nodes) < budget:
-        m, top = len(plan.nodes), -heap[0][0]
-        # no later node is likelier than the heap's top: stop once no larger tree could beat the best so far
-        if costs and max((expected + (k - m) * top) / costs[k] for k in range(m + 1, budget + 1)) <= best:
-            break
         negative, _, path, kinds, rest = heapq.heappop(heap)
         plan.nodes.append(PlannedNode(path, kinds, -negative))
-        expected += -negative
-        if costs and expected / costs[len(plan.nodes)] > best:
-            best, best_m = expected / costs[len(plan.nodes)], len(plan.nodes)
         push_children(path, -negative, path[-1], rest)
     if cost is not None:
-        plan.nodes = plan.nodes[:best_m]
+        plan.nodes = plan.nodes[: allocate([plan.values], [0], cost, margin=margin)[0]]
     return plan

@@ -11,29 +11,27 @@ from typing import TYPE_CHECKING
 import torch
 
 from .acceptance import AcceptanceStats
-from .base import Draft, Outcome
+from .base import Draft, Offer, Outcome
 from .kinds import kind_group, pool_kind, prior_rates, recycling_kind, retrieval_kind
 from .planner import Lead, Plan, plan_tree
 from .pool import NGramPool
 from .recycling import AdjacencyTable
 from .registry import RowContext, register
 from .retrieval import SuffixIndex
-from .step_cost import StepCost
 from .window import LookaheadWindow
 
 if TYPE_CHECKING:
     from ..config import LookaheadConfig
 
 RETRIEVALS = 4  # distinct retrieved continuations per source and step
-MARGIN = 1.05  # predicted gain an adaptive step needs over a plain one-token step (estimates are noisy)
 
 
 @dataclass(frozen=True)
 class PlanningOptions:
     """Settings of the planning drafts (`LookaheadConfig.draft_options`).
 
-    correct_latency: with adaptive=True, correct the latency model by this sequence's timed steps (False plans
-        with the latency model alone, e.g. to compare latency models on the same machine).
+    correct_latency: with adaptive=True, correct the latency model by the call's timed steps (False plans with the
+        latency model alone, e.g. to compare latency models on the same machine).
     """
 
     correct_latency: bool = True
@@ -74,14 +72,14 @@ class PlanningDrafter:
         self.pool = NGramPool(config.ngram_size, config.guess_set_size) if self.window.width else None
         self.stats = AcceptanceStats(prior_rates(), group=kind_group)
         self.plan = Plan()
-        self.cost = None
-        if config.adaptive:
-            if row.latency is None:
-                raise ValueError("adaptive=True plans each step from a latency model: pass one (lookahead_latency=)")
-            self.cost = StepCost(row.latency, self.window.width * config.levels, row.host_s)
-        self.correct_latency = options.correct_latency
 
     def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
+        """The whole planned tree (up to the step budget)."""
+        offer = self.offer(ids, new_tokens)
+        return offer.take(len(offer.values))
+
+    def offer(self, ids: torch.Tensor, new_tokens: int) -> Offer:
+        """The planned tree's nodes best first, for the batch to size (adaptive steps)."""
         leads = []
         if self.index is not None:
             self.index.extend(ids[len(self.index.tokens) :].tolist())
@@ -96,13 +94,15 @@ class PlanningDrafter:
         if self.pool is not None:
             leads += [Lead(tokens, tuple(pool_kind(d) for d in range(len(tokens))))
                       for tokens in self.pool.candidates(last)]
-        self.plan = plan_tree(last, leads, self.table, recycling_kind, self.stats, self.budget, self.cost, MARGIN)
+        self.plan = plan_tree(last, leads, self.table, recycling_kind, self.stats, self.budget, None)
+        return Offer(self.plan.values, 1 + self.window.levels.numel(), self._take)
+
+    def _take(self, k: int) -> Draft:
+        self.plan.nodes = self.plan.nodes[:k]  # what the step feeds, and so what observe() counts as tested
         return Draft(self.window.levels, self.plan.candidates)
 
     def observe(self, outcome: Outcome) -> None:
         self.plan.record(outcome.accepted, self.stats)
-        if self.cost is not None and self.correct_latency and outcome.seconds is not None:
-            self.cost.observe(outcome.fed, outcome.seconds)
         if self.table is not None and outcome.inputs is not None:
             self.table.update(outcome.inputs, outcome.logits)
         if self.pool is not None and outcome.next_level is not None:

@@ -87,7 +87,8 @@ def register(name: str, factory: DrafterFactory, *, options: type | None = None,
     window_size: the window width a config of this draft gets when it sets none (0: no Jacobi window).
     tree_nodes(config): most candidate-tree nodes one step feeds (default: config.step_budget); it bounds the
         step's size (`LookaheadConfig.max_step_tokens`).
-    adaptive: the drafter honours adaptive=True (it plans each step from the latency model in RowContext), so
+    adaptive: the drafter honours adaptive=True (it offers its nodes ranked, `offer`, for the loop to size each step
+        for the whole batch; or it plans each step itself from the latency model in RowContext), so
         `lade.auto_config(draft=name)` may pick it.
     same_on_every_rank: its drafts depend only on the row's tokens and the window's agreed levels (no logits, no
         timings), so lookahead parallelism (lade.distributed) may run it on every rank.

@@ -144,7 +144,6 @@ class StopAfterToken(StoppingCriteria):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(return_dict_in_generate=True, output_scores=True), "output_scores"),
     (dict(right_pad=True), "left-padded"),
     (dict(eos_token_id=None, stopping_criteria=StoppingCriteriaList([StopAfterToken(5)])), "needs an eos_token_id"),
     (dict(prefix_allowed_tokens_fn=lambda batch_id, ids: [3, 4]), "batch index"),
@@ -255,3 +254,54 @@ def test_a_batch_with_a_streamer_is_refused_before_any_work(spelling):
         handle.remove()
     assert not forwards
     assert streamer.calls == (0 if spelling == "lade.generate" else 1)  # transformers itself puts the prompt first
+
+
+def assert_steps_close(got, want):
+    assert got is not None and len(got) == len(want)
+    for step, (a, b) in enumerate(zip(got, want)):
+        assert a.shape == b.shape, f"step {step}"
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, msg=lambda m, step=step: f"step {step}: {m}")
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], "auto"], ids=["fixed", "auto"])
+def test_batch_scores_and_logits_equal_plain_batched_generate(config):
+    """One [B, V] tensor per step, as plain generate returns: each row's own processed scores and raw logits up to
+    its end (lade computed them for its tokens, processors applied with the row's padded prefix), and for a row
+    that finished (EOS) the scores plain generate computes for it fed pad tokens (the same tokens, positions and
+    padding, one forward instead of one per step: equal up to rounding)."""
+    model = tiny_model("llama", "sdpa")
+    prompts = [random_prompt(50 + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
+    ids, mask = left_pad(prompts)
+    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
+    kw = dict(GREEDY, eos_token_id=pick_eos(free), repetition_penalty=1.3, return_dict_in_generate=True,
+              output_scores=True, output_logits=True)
+    ref = model.generate(ids, attention_mask=mask, **kw)
+    assert len({int((row != PAD).sum()) for row in ref.sequences[:, ids.shape[1] :]}) > 1
+    extra = dict(lookahead_latency=lambda q: 1.0 + 1e-4 * q) if config == "auto" else {}
+    out = lade.generate(model, ids, config, attention_mask=mask, **kw, **extra)
+    assert torch.equal(out.sequences, ref.sequences)
+    assert_steps_close(out.scores, ref.scores)
+    assert_steps_close(out.logits, ref.logits)
+    only = lade.generate(model, ids, config, attention_mask=mask, **dict(kw, output_logits=False), **extra)
+    assert only.logits is None
+    assert_steps_close(only.scores, ref.scores)
+
+
+def test_batch_sampling_scores_per_row_and_after_the_end():
+    """Seeded sampling: the keyed noise of a row depends on its index and positions only, so row 0 (unpadded)
+    samples exactly what it samples alone; its scores are the same processed rows. Every entry, including a
+    finished row's later steps, is warped as plain generate warps it (top_k=5: five finite scores)."""
+    model = tiny_model("llama", "sdpa")
+    prompts = [random_prompt(60 + b, length=n)[0] for b, n in enumerate([20, 9, 14])]
+    ids, mask = left_pad(prompts)
+    config = lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=3, sampling_seed=11)
+    kw = dict(GREEDY, do_sample=True, top_k=5, return_dict_in_generate=True, output_scores=True)
+    free = lade.generate(model, ids, config, attention_mask=mask, **dict(kw, eos_token_id=None)).sequences
+    kw["eos_token_id"] = pick_eos(free[:, ids.shape[1] :])
+    out = lade.generate(model, ids, config, attention_mask=mask, **kw)
+    ends = [int((row != PAD).sum()) for row in out.sequences[:, ids.shape[1] :]]
+    assert len(set(ends)) > 1 and len(out.scores) == max(ends)
+    alone = lade.generate(model, ids[:1], config, attention_mask=mask[:1], **kw)
+    assert torch.equal(alone.sequences[0], out.sequences[0, : alone.sequences.shape[1]])
+    assert_steps_close([s[:1] for s in out.scores[: len(alone.scores)]], alone.scores)
+    assert all(int(torch.isfinite(s).sum()) == 5 * len(prompts) for s in out.scores)

@@ -137,6 +137,15 @@ def prefix_cache(length: int):
     return call
 
 
+def beam_prefix_cache(model, streamer):
+    ids = one()
+    cache = transformers.DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(ids[:, :4], cache=cache, use_cache=True)
+    counter.reset(model)
+    return lade.generate(model, ids, CFG, cache=cache, num_beams=2, **GREEDY)
+
+
 def padded_prefix_cache(model, streamer):
     ids, mask = (t[1:] for t in batch())  # the shorter, left-padded prompt
     cache = transformers.DynamicCache(config=model.config)
@@ -158,9 +167,10 @@ RULES = {
     "embeds": "inputs_embeds instead of input_ids",
     "mask": "an attention_mask of another shape than input_ids, with values other than 0 and 1, with padding "
             "anywhere but on the left, or with a row of zeros (a prompt without tokens)",
-    "mode": "decoding modes other than greedy and sampling: beam search, contrastive search, DoLa, prompt lookup, "
-            "assisted decoding",
-    "outputs": "num_return_sequences > 1, output_attentions, output_hidden_states, synced_gpus",
+    "mode": "decoding modes other than greedy, sampling and beam search: beam sampling, diverse (group) and "
+            "constrained beam search, contrastive search, DoLa, prompt lookup, assisted decoding",
+    "outputs": "num_return_sequences > 1 outside beam search, output_attentions, output_hidden_states, synced_gpus",
+    "beams": "with num_beams > 1: a streamer, a cache passed in, a draft other than 'lookahead', lookahead parallelism",
     "processor": "a logits processor lade cannot apply per tree node (it keeps state or runs the model, e.g. "
                  "classifier-free guidance) unless marked lade_prefix_pure",
     "positions": "models that place tokens with ALiBi or take no position_ids (BLOOM, MPT, Falcon with alibi=True)",
@@ -175,7 +185,7 @@ RULES = {
     "meta": "a model whose weights are on the meta device",
     "attention": "attention='mask' on a model whose attention implementation cannot take a 4-D mask; 'split' / "
                  "'flex' on a model outside transformers' AttentionInterface",
-    "batch": "with several prompts: a streamer, output_scores / output_logits, prefix_allowed_tokens_fn, stop strings "
+    "batch": "with several prompts: a streamer, prefix_allowed_tokens_fn, stop strings "
              "or custom stopping criteria without an eos_token_id",
     "stream": "stop_strings or token_healing without tokenizer=, token_healing with several or padded prompts, two "
               "streamers (streamer= and lookahead_streamer=)",
@@ -221,7 +231,17 @@ CASES = [
          "all zeros"),
     Case("mask", "right padding", decode(ids=B_IDS.flip(1), attention_mask=B_MASK.flip(1), pad_token_id=0),
          ValueError, "left-padded"),
-    Case("mode", "beam search", decode(num_beams=2), ValueError, "num_beams=1"),
+    Case("mode", "beam sampling", decode(num_beams=2, do_sample=True), ValueError, "do_sample=False"),
+    Case("mode", "group beam search", decode(num_beams=4, num_beam_groups=2, diversity_penalty=1.0), ValueError,
+         "diverse.*num_beam_groups"),
+    Case("mode", "constrained beam search", decode(num_beams=2, force_words_ids=[[5]]), ValueError,
+         "constrained beam search.*force_words_ids"),
+    Case("beams", "streamer", decode(num_beams=2), ValueError, "streamer cannot be used with beam search"),
+    Case("beams", "prefix cache", beam_prefix_cache, ValueError, "does not continue a cache passed in"),
+    Case("beams", "lookahead parallelism", through_generate(num_beams=2, lookahead_strategy=lambda *args: None),
+         ValueError, "lookahead parallelism decodes greedily"),
+    Case("beams", "planning draft", decode(num_beams=2, stream=False, config=lade.LookaheadConfig(
+        draft="retrieval", window_size=0)), ValueError, "draft='lookahead'"),
     Case("mode", "contrastive search", decode(penalty_alpha=0.6, top_k=4), ValueError, "penalty_alpha"),
     Case("mode", "DoLa", decode(dola_layers="high"), ValueError, "dola_layers"),
     Case("mode", "prompt lookup", decode(prompt_lookup_num_tokens=3), ValueError, "prompt_lookup_num_tokens"),
@@ -274,8 +294,6 @@ CASES = [
          ValueError, "AttentionInterface", lambda: Legacy(tiny_model("llama").config).eval()),
     Case("batch", "streamer", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0), ValueError,
          "a streamer takes one sequence"),
-    Case("batch", "scores", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0, return_dict_in_generate=True,
-                                   output_scores=True, stream=False), ValueError, "output_scores"),
     Case("batch", "prefix_allowed_tokens_fn", decode(ids=B_IDS, attention_mask=B_MASK, pad_token_id=0, stream=False,
                                                      prefix_allowed_tokens_fn=lambda batch_id, ids: [3, 4]),
          ValueError, "batch index"),
@@ -289,7 +307,7 @@ CASES = [
                                                       token_healing=True, tokenizer=char_tokenizer()),
          ValueError, "one unpadded prompt"),
 ]
-NO_STREAMER = {"batch: streamer"}  # the streamer is the subject: counted, but passed on purpose
+NO_STREAMER = {"batch: streamer", "beams: streamer"}  # the streamer is the subject: counted, but passed on purpose
 
 
 class _Counter:

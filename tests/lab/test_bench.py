@@ -147,3 +147,21 @@ def test_headline_for_a_notebook_is_lade_auto_on_at_least_every_methods_prompts(
     assert headline_for(["pld"], 3, 5) == ([], None)  # no auto: no headline
     with pytest.raises(ValueError, match="per set"):
         headline_for(["auto"], 3, {"humaneval": 45})
+
+
+def test_a_beam_search_run_is_paired_with_plain_beam_search(tiny_dir):
+    """num_beams=k: the reference is plain beam search, named beam(k) (its speedup is 1 and its output the one every
+    other method is compared with); summarize finds it by that name. Methods that cannot run beams, and a bad beam
+    count, are refused before any work."""
+    model, tok = load_model(str(tiny_dir))
+    df = run_benchmark(model, tok, ("mt_bench",), [], max_new_tokens=6, n_prompts=2, ignore_eos=True,
+                       progress=False, num_beams=2)
+    assert set(df["method"]) == {"beam(2)"} and (df["speedup"] == 1.0).all() and df["matches_greedy"].all()
+    assert summarize(df)["method"].tolist() == ["beam(2)"]
+    assert df.attrs["provenance"]["params"]["num_beams"] == 2
+    for bad, match in (({"num_beams": 0}, "positive integer"), ({"num_beams": 2, "methods": [Method.prompt_lookup(4)]},
+                                                                "do not run beam search")):
+        kwargs = {"methods": [], **bad}
+        with pytest.raises(ValueError, match=match):
+            run_benchmark(model, tok, ("mt_bench",), kwargs.pop("methods"), max_new_tokens=4, n_prompts=1,
+                          progress=False, **kwargs)

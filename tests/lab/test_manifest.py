@@ -42,4 +42,5 @@ def test_dependencies_come_first():
 def test_multi_model_flag_is_the_specs():
     """lab.specs refuses several models only in the notebooks the manifest marks single-model."""
     assert multi_model_notebooks() == MULTI_MODEL_NOTEBOOKS
-    assert set(MULTI_MODEL_NOTEBOOKS) == {"01_mt_bench_speedup", "02_humaneval_speedup", "07_spec_bench"}
+    assert set(MULTI_MODEL_NOTEBOOKS) == {"01_mt_bench_speedup", "02_humaneval_speedup", "07_spec_bench",
+                                          "08_beam_search"}

@@ -24,6 +24,7 @@ from lab.experiments import RESULT_SCHEMAS  # noqa: E402
 from lab.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
 from lab.manifest import depends_on  # noqa: E402
 from lab.paths import REPO  # noqa: E402
+from lab.publish import STAMP, results_commit  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {name: nb.figures for name, nb in MANIFEST.items()}  # notebook -> figures it must write
@@ -34,9 +35,10 @@ SMALLER = {"07_spec_bench": {"categories": ["mt_bench", "math_reasoning"]}}
 
 
 def test_every_notebook_is_covered_and_clean():
-    """The manifest (lab.manifest) names every notebook; committed notebooks carry no outputs and a tagged
-    parameters cell of literals that papermill can override (quick, the model or a spec's models, device, dtype,
-    attention, prompt format, recompute)."""
+    """The manifest (lab.manifest) names every notebook; a committed notebook carries a tagged parameters cell of
+    literals that papermill can override (quick, the model or a spec's models, device, dtype, attention, prompt
+    format, recompute), no logic in its cells, and either no outputs or those of the default run that wrote the
+    committed results (lab.publish: stamped with their commit, no timestamps, paths or progress bars)."""
     assert sorted(p.stem for p in NOTEBOOKS) == sorted(FIGURES) == sorted(RESULTS)
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text())["cells"]
@@ -46,8 +48,14 @@ def test_every_notebook_is_covered_and_clean():
         for name in ("quick = False", "model = ", "models = []", "device = ", "dtype = ", "attn_implementation = ",
                      "prompt_format = ", "recompute = True"):
             assert name in params, f"{path.name}: parameters cell lacks {name!r}"
+        notebook = json.loads(path.read_text())
+        stamp = notebook["metadata"].get(STAMP)
+        if stamp is not None:
+            assert stamp == {"results_commit": results_commit(path.stem)[0], "results_dirty": False}, path.name
+            assert "papermill" not in notebook["metadata"] and str(REPO) not in path.read_text(), path.name
         for cell in code:
-            assert not cell.get("outputs") and cell.get("execution_count") is None, f"{path.name} has outputs"
+            if stamp is None:
+                assert not cell.get("outputs") and cell.get("execution_count") is None, f"{path.name} has outputs"
             source = "".join(cell["source"])
             assert "\ndef " not in f"\n{source}" and "\nclass " not in f"\n{source}", f"{path.name}: logic in a cell"
 

@@ -1,0 +1,286 @@
+"""Exact lookahead beam search: drafted trees under every beam, verified by replaying plain beam search.
+
+One step: every running beam (a row of the B * k rows) feeds its last token and a tree of drafts: the model's own top
+successors of its tokens, recorded from every logit row computed so far, and continuations from its prompt's n-gram
+pool (the prompt's or source's n-grams and every beam's output, shared by the prompt's beams); all rows in one forward
+under the tree mask. Plain beam search steps are then replayed one after another (lade.beam_state),
+each fed every running beam's next-token logits looked up in the trees; the replay ends after the first step that
+leaves a running beam whose tokens are no path of the trees (its next logits were not computed), or when beam search
+is done. So the output is plain beam search's, and a step advances every beam by as many tokens as were replayed.
+Each new beam's cache row is its ancestor's row plus the KV of its path through that ancestor's tree: every beam
+caches all its tokens but the last, as plain beam search does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig
+from transformers.generation.logits_process import LogitsProcessorList
+from transformers.generation.stopping_criteria import StoppingCriteriaList
+
+from .auto import auto_task, resolve_config
+from .beam_state import BeamSearch
+from .cache import compact
+from .compat import CACHE_KWARG
+from .config import LookaheadConfig
+from .cost import MIN_SPEEDUP
+from .drafters.pool import NGramPool
+from .drafters.recycling import AdjacencyTable
+from .layout import StepLayout, stack_layouts
+from .model_call import ModelCall
+from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoderOutput, LookaheadStats
+from .rope import Positions
+from .tree import TokenTree
+
+# "auto" for beams: the draft under every beam, fed only in steps the latency model prices as paying (BeamPricing)
+AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=2, step_budget=8)
+PRIOR_REPLAYED = 1.5  # beam search steps a drafted forward is expected to replay before any was observed
+EXPLORE = 8  # plain steps in a row after which a drafted step is fed anyway, to re-measure what drafts replay
+
+
+@dataclass
+class BeamPricing:
+    """Whether a drafted beam step pays: it costs latency(rows * q) for the rows' [last token | tree] of q tokens
+    each and replays `replayed` beam search steps on average (a running mean over drafted steps); a plain beam step
+    costs latency(rows) and replays one."""
+
+    latency: Callable[[float], float]  # q -> seconds of a q-token forward
+    replayed: float = PRIOR_REPLAYED
+    plain_in_a_row: int = 0
+
+    def drafts_pay(self, rows: int, q: int) -> bool:
+        if self.plain_in_a_row >= EXPLORE:
+            return True
+        return self.replayed / self.latency(rows * q) > MIN_SPEEDUP / self.latency(rows)
+
+    def observe(self, drafted: bool, replayed: int) -> None:
+        if drafted:
+            self.replayed = 0.8 * self.replayed + 0.2 * replayed
+            self.plain_in_a_row = 0
+        else:
+            self.plain_in_a_row += 1
+
+
+def successor_widths(k: int) -> tuple[int, ...]:
+    """Recorded successors drafted at each depth under a beam: k after its last token (beam search keeps the top k
+    continuations of the k beams), then 2, then 1."""
+    return (k, 2, 1)
+
+
+def beam_config(value, gen: GenerationConfig, model) -> LookaheadConfig:
+    """The config beam search drafts with: "auto" (any task) is AUTO_BEAMS; otherwise a config of the lookahead draft,
+    whose pool and step_budget beams use (its Jacobi window is not run under beams)."""
+    if auto_task(value if value is not None else getattr(gen, "lookahead_config", None)) is not None:
+        return AUTO_BEAMS
+    config = resolve_config(value, gen, model)
+    if config.draft != "lookahead":
+        raise ValueError(f"beam search drafts from the n-gram pool of the lookahead draft, not draft={config.draft!r}: "
+                         "use draft='lookahead' (e.g. LookaheadConfig(window_size=0)), 'auto', or num_beams=1")
+    return config
+
+
+@dataclass
+class BeamRun:
+    """What every step of one beam search shares."""
+
+    call: ModelCall
+    search: BeamSearch
+    pools: list[NGramPool]  # one per prompt, shared by its beams
+    table: AdjacencyTable | None  # the model's top successors of every token it was fed (None: no drafts)
+    budget: int  # most tree nodes under one beam
+    pricing: BeamPricing | None  # "auto": feeds drafts only where they pay (None: always, as configured)
+    pads: list[int]  # [N] each row's left padding
+    from_output: bool
+    positions: Positions
+    stats: LookaheadStats
+    device: torch.device
+
+
+def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
+                  gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
+                  attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None,
+                  latency: Callable[[float], float] | None = None):
+    """input_ids: [N, P] (N = B * k, each left-padded prompt repeated k times, attention_mask [N, P] or None);
+    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); latency: prices every step
+    ("auto"), None drafts every step -> what plain beam search returns."""
+    k = gen.num_beams
+    search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
+    table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
+    pricing = BeamPricing(latency) if latency is not None else None
+    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
+                  pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
+    # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
+    with run.stats.timed_forward(run.device):
+        logits = call.prefill(input_ids, attention_mask if any(pads) else None, 0)  # [N, V]
+    if table is not None:
+        table.update(input_ids[:, -1], logits)
+    parents = search.advance(logits)
+    call.cache.reorder_cache(torch.tensor(parents, device=run.device))
+    _learn(run, 1)
+    # 2. steady steps until beam search is done
+    while not search.done:
+        _learn(run, step(run))
+    return _output(model, run, gen)
+
+
+def step(run: BeamRun) -> int:
+    """One forward of every running beam's [last token | tree] and the beam search steps it determines; returns how
+    many steps were replayed."""
+    search, call = run.search, run.call
+    past = search.cur_len - 1  # every beam caches all its tokens but the last
+    # 2a. every row's tree, laid out with its nodes in depth columns shared by all rows
+    running = search.running()  # [N, cur_len]
+    k = search.beams
+    trees = [TokenTree(_candidates(run, run.pools[r // k], running[r, run.pads[r] :].tolist(), run.pads[r]))
+             for r in range(len(running))]
+    layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
+    drafted = layouts[0].size > 1
+    if drafted and run.pricing is not None and not run.pricing.drafts_pay(len(trees), layouts[0].size):
+        trees, drafted = [TokenTree([])] * len(trees), False
+        layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
+    batch = stack_layouts(layouts)
+    first = torch.tensor([past - pad for pad in run.pads], device=run.device)  # [N] the last tokens' positions
+    # 2b. one forward for every row and node
+    with run.stats.timed_forward(run.device):
+        logits = call.step(batch, first, past, _cache_visibility(run.pads, past, run.device))  # [N, Q, V]
+    if run.table is not None:  # every row's root and nodes (not the dummies) teach the successor table
+        fed = torch.tensor([r * batch.size + i for r, rows in enumerate(node_rows) for i in [0, *rows]],
+                           device=run.device)  # [F]
+        run.table.update(batch.input_ids.reshape(-1)[fed], logits.reshape(-1, logits.shape[-1])[fed])
+    # 2c. replay beam steps while every running beam sits on a computed node: origin[j] is the row beam j descends
+    # from, node[j] its tree node (-1: the root, the row's last token), path[j] the nodes whose KV it keeps
+    rows = len(trees)
+    origin, node, path = list(range(rows)), [-1] * rows, [[] for _ in range(rows)]
+    replayed = 0
+    while True:
+        at = torch.tensor([node_rows[o][n] if n >= 0 else 0 for o, n in zip(origin, node)], device=run.device)  # [N]
+        parents = search.advance(logits[torch.tensor(origin, device=run.device), at])
+        replayed += 1
+        tokens = search.running()[:, -1].tolist()
+        path = [path[p] + [node[p]] if node[p] >= 0 else [] for p in parents]
+        node = [trees[origin[p]].child(node[p], t) for p, t in zip(parents, tokens)]
+        origin = [origin[p] for p in parents]
+        if search.done or any(n is None for n in node):
+            break
+    # 2d. each new beam's cache row: its origin row's, then the root and its path's nodes in contiguous slots
+    call.cache.reorder_cache(torch.tensor(origin, device=run.device))
+    compact(call.cache, past, [past] * rows, [[0, *(node_rows[o][n] for n in p)] for o, p in zip(origin, path)])
+    if run.pricing is not None:
+        run.pricing.observe(drafted, replayed)
+    return replayed
+
+
+def aligned_layouts(last_tokens: list[int], trees: list[TokenTree], device: torch.device
+                    ) -> tuple[list[StepLayout], list[list[int]]]:
+    """Every row's [last token | tree] with the nodes of depth d in a block of columns every row places at offset
+    d + 1 (a row with fewer nodes at a depth fills the block with dummy tokens that see only themselves), so all rows
+    share one row of offsets: an encoder-decoder decoder places one row of positions for the whole batch.
+    -> (layouts, node_rows[r][n]: the step row of tree r's node n)."""
+    depth = max((max(t.depths) + 1 for t in trees if len(t)), default=0)
+    widths = [max(t.depths.count(d) for t in trees) for d in range(depth)]
+    starts = [1 + sum(widths[:d]) for d in range(depth)]
+    q = 1 + sum(widths)
+    offsets = torch.tensor([0] + [d + 1 for d, w in enumerate(widths) for _ in range(w)], device=device)  # [q]
+    layouts, node_rows = [], []
+    for last, tree in zip(last_tokens, trees):
+        fill = list(starts)
+        rows = []
+        for d in tree.depths:
+            rows.append(fill[d])
+            fill[d] += 1
+        ids = torch.full((1, q), last, dtype=torch.long)  # [1, q]
+        visible = torch.eye(q, dtype=torch.bool)  # [q, q]
+        if rows:
+            ids[0, rows] = torch.tensor(tree.tokens)
+            visible[rows, 0] = True
+            visible[[rows[n] for n, p in enumerate(tree.paths) for _ in p], [rows[a] for p in tree.paths for a in p]] \
+                = True
+        layouts.append(StepLayout(ids.to(device), offsets, visible.to(device), tree, 0, [], 1))
+        node_rows.append(rows)
+    return layouts, node_rows
+
+
+def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int) -> list[tuple[int, ...]]:
+    """Continuations of a beam's last token (tokens: the beam's, no padding) from its prompt's pool, cut where no
+    replayed step could use them (the beams reach max_length) or a position table ends."""
+    depth = run.search.max_length - run.search.cur_len - 1  # a node at depth d chooses the token at cur_len + d + 1
+    last = len(tokens) - 1
+    bound = run.positions.last_position(last, pad)
+    if bound is not None:
+        depth = min(depth, bound - last)
+    if depth <= 0:
+        return []
+    before = tokens[-2] if len(tokens) > 1 else None
+    widths = successor_widths(run.search.beams)[: min(depth, pool.ngram_size - 1)]
+    drafts = _successors(run.table, tokens[-1], widths) + [c[:depth] for c in pool.candidates(tokens[-1], before)]
+    kept: list[tuple[int, ...]] = []
+    for draft in drafts:  # in order, while the tree stays within the budget
+        if len(TokenTree([*kept, draft])) > run.budget:
+            break
+        kept.append(draft)
+    return kept
+
+
+def _successors(table: AdjacencyTable | None, token: int, widths: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Chains of the model's recorded top successors: widths[d] of them after each token at depth d."""
+    if table is None or not widths:
+        return []
+    chains = []
+    for successor in table.row(token)[: widths[0]]:
+        tails = _successors(table, successor, widths[1:])
+        chains += [(successor, *tail) for tail in tails] if tails else [(successor,)]
+    return chains
+
+
+def _pools(config: LookaheadConfig, input_ids: torch.Tensor, pads: list[int], k: int,
+           source_ids: torch.Tensor | None) -> list[NGramPool]:
+    """One pool per prompt, seeded with its source's and prompt's n-grams."""
+    pools = []
+    for b in range(input_ids.shape[0] // k):
+        pool = NGramPool.for_config(config)
+        if config.pool_from_prompt:
+            if source_ids is not None:
+                pool.add_sequence(source_ids[min(b, source_ids.shape[0] - 1)].tolist())
+            pool.add_sequence(input_ids[b * k, pads[b * k] :].tolist())
+        pools.append(pool)
+    return pools
+
+
+def _learn(run: BeamRun, replayed: int) -> None:
+    """Record the step; every running beam's new n-grams join its prompt's pool."""
+    run.stats.record_step(replayed)
+    if not run.from_output:
+        return
+    running, k = run.search.running(), run.search.beams
+    for r in range(running.shape[0]):
+        run.pools[r // k].add_tail(running[r, run.pads[r] :], replayed)
+
+
+def logits_width(model) -> int:
+    """The vocabulary size of the model's logits."""
+    head = model.get_output_embeddings()
+    return head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+
+
+def _cache_visibility(pads: list[int], past: int, device: torch.device) -> torch.Tensor | None:
+    """[N, past] bool: the slots of each row's own tokens (not its left padding); None without padding."""
+    if not any(pads):
+        return None
+    return torch.arange(past, device=device)[None, :] >= torch.tensor(pads, device=device)[:, None]
+
+
+def _output(model, run: BeamRun, gen: GenerationConfig):
+    """What plain beam search returns: the sequences, or with return_dict_in_generate an output object."""
+    search = run.search
+    sequences, scores, indices = search.result(gen.num_return_sequences)
+    if not gen.return_dict_in_generate:
+        return sequences
+    output_type = LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else \
+        LookaheadBeamDecoderOnlyOutput
+    cache = run.call.cache if gen.use_cache else None  # each running beam's tokens but its last, as plain leaves it
+    return output_type(sequences=sequences, sequences_scores=scores if gen.output_scores else None,
+                       scores=search.scores, logits=search.logits, beam_indices=indices, **{CACHE_KWARG: cache},
+                       lookahead_stats=run.stats)

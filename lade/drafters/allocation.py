@@ -1,0 +1,70 @@
+"""How many draft nodes each row of a batch feeds in one step: the one sizing rule of adaptive drafts (a single
+sequence is a batch of one).
+
+The B rows of a step are fed in one forward of [B, Q] tokens, Q the widest row's (narrower rows are padded,
+lade.layout.stack_layouts), so the step costs forward(B * Q) seconds (the latency model at the batch's total width)
+plus host_s for each row that drafts. Each row offers its draft nodes ranked best first, each with the expected
+tokens it adds to the step (its path probability: lade.drafters.planner); the step is expected to emit B tokens plus
+the values of the nodes it feeds. The rule takes nodes across rows in decreasing value (so a row feeds the nodes
+worth at least a common threshold, and rows draft different amounts) and keeps the prefix where the batch's
+expected tokens per second peak; a step that drafts must beat the plain batched step by `margin`, so where drafts
+cannot pay for the batch every row feeds its last token alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .base import Draft, Offer
+from .step_cost import StepCost
+
+MARGIN = 1.05  # predicted gain a drafting step needs over a plain step (estimates are noisy)
+
+
+def allocate(values: Sequence[Sequence[float]], fixed: Sequence[int], forward: Callable[[int], float],
+             host_s: float = 0.0, margin: float = 1.0) -> list[int]:
+    """values[b]: row b's node values, best first; fixed[b]: tokens row b feeds besides draft nodes; forward(Q):
+    seconds of the step whose widest row feeds Q tokens -> draft nodes per row, maximising
+    (B + values taken) / (forward(widest) + host_s * drafting rows) over prefixes of the nodes in decreasing value
+    (the plain step, no node, wins unless a drafting step beats it by `margin`; ties keep the smaller step)."""
+    order = sorted(((value, b) for b, row in enumerate(values) for value in row), key=lambda item: -item[0])
+    seconds: dict[int, float] = {}
+
+    def cost(width: int, drafting: int) -> float:
+        if width not in seconds:
+            seconds[width] = forward(width)
+        return seconds[width] + host_s * drafting
+
+    counts, widest, drafting, expected = [0] * len(values), max(fixed), 0, float(len(values))
+    best, taken = margin * expected / cost(widest, 0), 0
+    for n, (value, b) in enumerate(order, 1):
+        drafting += counts[b] == 0
+        counts[b] += 1
+        widest = max(widest, fixed[b] + counts[b])
+        expected += value
+        if expected / cost(widest, drafting) > best:
+            best, taken = expected / cost(widest, drafting), n
+    chosen = [0] * len(values)
+    for _, b in order[:taken]:
+        chosen[b] += 1
+    return chosen
+
+
+class StepSizer:
+    """Sizes every step of one generate call (`allocate` over the active rows' offers) with the call's StepCost, and
+    corrects that cost by each step's timed forward at the batch's total width."""
+
+    def __init__(self, cost: StepCost, correct: bool = True, margin: float = MARGIN) -> None:
+        self.cost, self.correct, self.margin = cost, correct, margin
+
+    def drafts(self, offers: Sequence[Offer]) -> list[Draft]:
+        """Each row's Draft, cut where the batch's step pays most."""
+        rows = len(offers)
+        counts = allocate([offer.values for offer in offers], [offer.fixed for offer in offers],
+                          lambda width: self.cost.forward_s(rows * width), self.cost.host_s, self.margin)
+        return [offer.take(k) for offer, k in zip(offers, counts)]
+
+    def observe(self, tokens: int, seconds: float) -> None:
+        """tokens: what the step fed in all (B * Q, padding included); seconds: its forward's time."""
+        if self.correct:
+            self.cost.observe(tokens, seconds)

@@ -1,0 +1,162 @@
+"""Lookahead beam search equals plain `model.generate(num_beams=k, do_sample=False)` in fp32.
+
+Why it must: lade replays plain beam search step by step with transformers' own step functions, each step fed every
+running beam's next-token logits looked up in the drafted trees (equal to plain's single-token forwards to fp32
+rounding), with the processors and stopping criteria called on plain's arguments; a step is replayed only when every
+running beam's logits were computed. So sequences are identical and scores agree to fp32 tolerance.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lade
+from lade.cache import self_attention_cache
+from lade.compat import CACHE_KWARG
+from tiny_models import random_prompt, tiny_model
+from tiny_seq2seq import tiny_seq2seq
+
+CFG = lade.LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=4)
+DICT = dict(return_dict_in_generate=True, output_scores=True)
+
+
+def _both(model, ids, mask=None, config=CFG, latency=None, **kw):
+    """(plain output, lade output, lade stats) of the same beam search call (latency: lade's lookahead_latency)."""
+    kw = {"do_sample": False, "max_new_tokens": 16, **kw}
+    mask = torch.ones_like(ids) if mask is None else mask
+    plain = model.generate(ids, attention_mask=mask, **kw)
+    extra = {} if latency is None else {"lookahead_latency": latency}
+    out, stats = lade.generate(model, ids, config, attention_mask=mask, return_stats=True, **extra, **kw)
+    return plain, out, stats
+
+
+def _assert_same(plain, out):
+    if isinstance(plain, torch.Tensor):
+        assert torch.equal(plain, out)
+        return
+    assert torch.equal(plain.sequences, out.sequences)
+    assert torch.equal(plain.beam_indices, out.beam_indices)
+    if plain.sequences_scores is None:
+        assert out.sequences_scores is None
+    else:
+        torch.testing.assert_close(out.sequences_scores, plain.sequences_scores, atol=1e-4, rtol=1e-4)
+    _assert_same_cache(getattr(plain, CACHE_KWARG, None), getattr(out, CACHE_KWARG, None))
+    for name in ("scores", "logits"):
+        a, b = getattr(plain, name), getattr(out, name)
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert len(a) == len(b), name
+            for x, y in zip(a, b):
+                torch.testing.assert_close(y, x, atol=1e-4, rtol=1e-4)
+
+
+def _assert_same_cache(plain, ours):
+    """The returned cache holds every running beam's tokens but its last, row for row, as plain beam search's does."""
+    assert (plain is None) == (ours is None)
+    if plain is None:
+        return
+    plain, ours = self_attention_cache(plain), self_attention_cache(ours)
+    assert ours.get_seq_length() == plain.get_seq_length()
+    for a, b in zip(plain.layers, ours.layers):
+        torch.testing.assert_close(b.keys, a.keys, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(b.values, a.values, atol=1e-4, rtol=1e-4)
+
+
+def _padded_batch(seeds=(1, 2, 3), lengths=(20, 14, 9)):
+    prompts = [random_prompt(s, n)[0] for s, n in zip(seeds, lengths)]
+    return lade.left_pad(prompts, 0)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_one_prompt_equals_plain_beam_search(arch, k):
+    """Sequences, sequences_scores, scores, beam_indices as plain beam search returns them, for k beams."""
+    model = tiny_model(arch)
+    for i, seed in enumerate((3, 5)):
+        ids = random_prompt(seed, 24)
+        extra = DICT if i == 0 else {}
+        _assert_same(*_both(model, ids, num_beams=k, **extra)[:2])
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_left_padded_batch_equals_plain(k):
+    """A left-padded batch of three prompts: each row's positions and cache slots skip its padding as plain's do."""
+    model = tiny_model("llama")
+    ids, mask = _padded_batch()
+    _assert_same(*_both(model, ids, mask, num_beams=k, pad_token_id=0, num_return_sequences=2, **DICT)[:2])
+
+
+@pytest.mark.parametrize("family", ["bart", "t5"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_encoder_decoder_equals_plain(family, batch):
+    """Encoder-decoder beam search (every beam at one decoder length: one row of positions for the batch)."""
+    model = tiny_seq2seq(family)
+    ids, mask = _padded_batch(lengths=(16, 11)[:batch], seeds=(1, 2)[:batch]) if batch > 1 else (random_prompt(4, 16),
+                                                                                                   None)
+    _assert_same(*_both(model, ids, mask, num_beams=4, **DICT)[:2])
+
+
+OPTIONS = [
+    dict(length_penalty=0.5),
+    dict(length_penalty=-1.0, early_stopping=True),
+    dict(early_stopping=False),
+    dict(early_stopping="never", length_penalty=2.0),
+    dict(num_return_sequences=3),
+    dict(eos_token_id=[7, 11, 40]),
+    dict(min_new_tokens=6, eos_token_id=11),
+    dict(no_repeat_ngram_size=2),
+    dict(repetition_penalty=1.5),
+    dict(bad_words_ids=[[10], [61, 65]]),
+    dict(max_length=30, max_new_tokens=None),
+    dict(output_logits=True),
+    dict(output_scores=False),
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=[",".join(o) for o in OPTIONS])
+def test_generation_options_equal_plain(options):
+    """Each option of plain beam search (length penalty, early stopping, EOS lists, processors, lengths) reaches
+    the replayed steps exactly as plain beam search uses it."""
+    model = tiny_model("llama")
+    ids = random_prompt(3, 24)
+    _assert_same(*_both(model, ids, num_beams=4, **{**DICT, "eos_token_id": 7, **options})[:2])
+
+
+def test_drafts_are_accepted():
+    """On a prompt whose beams fall into a loop, steps replay several beam search steps (compression > 1), and the
+    output is still plain's: the speculative path runs, not only one-token steps."""
+    model = tiny_model("llama")
+    plain, out, stats = _both(model, random_prompt(3, 24), num_beams=4, max_new_tokens=40, **DICT)
+    _assert_same(plain, out)
+    assert stats.compression > 1.2
+    assert max(stats.accepted_per_step) >= 3
+
+
+def test_model_generate_custom_generate_and_disabled_config():
+    """The custom_generate route, and a disabled config (plain one-step beam steps) through the same code."""
+    model = tiny_model("llama")
+    ids = random_prompt(5, 20)
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=3, do_sample=False, max_new_tokens=10)
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=3, do_sample=False, max_new_tokens=10,
+                         custom_generate=lade.lookahead_generate, lookahead_config=CFG)
+    assert torch.equal(plain, out)
+    _, off, stats = _both(model, ids, config=lade.LookaheadConfig(enabled=False), num_beams=3, max_new_tokens=10)
+    assert torch.equal(plain, off) and stats.compression == 1.0
+
+
+def test_auto_feeds_drafts_only_where_the_latency_model_says_they_pay():
+    """"auto" prices each beam step: where extra tokens cost nothing, drafted steps replay several beam steps; where a
+    step's cost grows with every token fed (a compute-bound device), it runs plain beam steps but for an occasional
+    drafted one. Either way the output is plain beam search's (the replay decides the tokens, the drafts only how many
+    per forward)."""
+    model = tiny_model("llama")
+    ids = random_prompt(3, 24)
+    kw = dict(num_beams=4, max_new_tokens=40, **DICT)
+    plain, free, free_stats = _both(model, ids, config="auto", latency=lambda q: 1.0, **kw)
+    _, linear, linear_stats = _both(model, ids, config="auto", latency=lambda q: float(q), **kw)
+    _assert_same(plain, free)
+    _assert_same(plain, linear)
+    assert free_stats.compression > 1.2
+    assert linear_stats.compression < free_stats.compression
+    assert linear_stats.accepted_per_step.count(1) > len(linear_stats.accepted_per_step) // 2
