@@ -75,6 +75,9 @@ BATCH_COLUMNS = {
     "step_tokens": "mean of step_widths",
     "row_width": "mean tokens per row and forward after the prefill (rows padded to the widest; plain greedy: 1.0)",
     "plain_steps": "share of forwards after the prefill that fed one token per row (a plain batched step)",
+    "draft_nodes": "draft (candidate-tree) nodes a row fed per steady step, mean over row-steps (core row_stats "
+                   "tree_nodes; plain greedy: 0)",
+    "undrafted_row_steps": "share of steady row-steps that fed no draft node (the row's last token and window only)",
     "rows_identical": "rows whose output equals plain batched greedy's row token for token",
     "matches_greedy": "every row of the batch identical to plain batched greedy",
     "speedup": "tokens_per_s / plain batched greedy's tokens_per_s on the same batch",
@@ -115,6 +118,7 @@ class _Run:
     wall: float
     timer: ForwardTimer
     row_steps: list[int]  # forwards each row took part in (prefill included)
+    tree_nodes: list[int]  # draft nodes of every steady row-step, all rows together
 
 
 def _generate(model, method: Method, ids: torch.Tensor, mask: torch.Tensor, gen_kwargs: dict[str, Any],
@@ -136,7 +140,8 @@ def _generate(model, method: Method, ids: torch.Tensor, mask: torch.Tensor, gen_
         synchronize(model.device)
         wall = time.perf_counter() - start
     row_steps = [s.steps for s in stats] if stats is not None else [timer.calls] * ids.shape[0]
-    return _Run(out[:, ids.shape[1] :].cpu(), wall, timer, row_steps)
+    nodes = [n for s in stats or () for n in getattr(s, "tree_nodes", ())]
+    return _Run(out[:, ids.shape[1] :].cpu(), wall, timer, row_steps, nodes)
 
 
 def _plans(method: Method) -> bool:
@@ -181,7 +186,10 @@ def _batch_rows(prompts: list[_Prompt], size: int, batch: int, methods: list[Met
             "row_steps": sum(run.row_steps), "compression": tokens / max(sum(run.row_steps), 1),
             "row_compression": [n / max(s, 1) for n, s in zip(lengths, run.row_steps)], "step_widths": widths,
             "step_tokens": sum(widths) / max(len(widths), 1), "row_width": run.timer.step_tokens,
-            "plain_steps": run.timer.single_token_steps, "rows_identical": identical,
+            "plain_steps": run.timer.single_token_steps,
+            "draft_nodes": sum(run.tree_nodes) / max(len(run.tree_nodes), 1),
+            "undrafted_row_steps": run.tree_nodes.count(0) / len(run.tree_nodes) if run.tree_nodes else 1.0,
+            "rows_identical": identical,
             "matches_greedy": identical == len(prompts),
         })
     reference = next(r for r in records if r["method"] == REFERENCE)
@@ -280,21 +288,25 @@ def summarize_batches(df: pd.DataFrame, pooled: bool = True) -> pd.DataFrame:
     """Per (prompt_set, batch_size, method), with every set pooled as prompt_set "all": batches, lade / plain
     throughput (ratio of total times; `speedup`) and compression per row with 95% bootstrap intervals over batches
     (lab.stats), and totals: tokens/s, tokens computed per forward (`step_tokens`), per row (`row_width`), share of
-    plain steps, share of rows identical to plain greedy."""
+    plain steps, draft nodes per row and step, share of rows identical to plain greedy."""
     runs = _runs_table(df, pooled)
     keys = ["prompt_set", "batch_size", "method"]
     out = summarize_runs(runs, reference=REFERENCE, keys=keys).rename(columns={"prompts": "batches"})
     steps = (runs["forward_calls"] - 1).clip(lower=0)
+    steady = (runs["row_steps"] - runs["rows"]).clip(lower=0)  # row-steps after each row's prefill
     totals = runs.assign(fed=runs["step_tokens"] * steps, steps=steps, row_fed=runs["row_width"] * steps,
-                         plain=runs["plain_steps"] * steps).groupby(keys, sort=False).agg(
+                         plain=runs["plain_steps"] * steps, nodes=runs["draft_nodes"] * steady,
+                         steady=steady).groupby(keys, sort=False).agg(
         config=("config", "first"), new_tokens=("new_tokens", "sum"), wall_s=("wall_s", "sum"), fed=("fed", "sum"),
         row_fed=("row_fed", "sum"), steps=("steps", "sum"), plain=("plain", "sum"), rows=("rows", "sum"),
+        nodes=("nodes", "sum"), steady=("steady", "sum"),
         identical=("rows_identical", "sum"))
     extra = pd.DataFrame({
         "config": totals["config"], "tokens_per_s": totals["new_tokens"] / totals["wall_s"],
         "step_tokens": totals["fed"] / totals["steps"].clip(lower=1),
         "row_width": totals["row_fed"] / totals["steps"].clip(lower=1),
         "plain_steps": totals["plain"] / totals["steps"].clip(lower=1),
+        "draft_nodes": totals["nodes"] / totals["steady"].clip(lower=1),
         "rows_identical": totals["identical"] / totals["rows"]}).reset_index()
     out = out.merge(extra, on=keys, how="left")
     first = [*keys, "config", "batches"]

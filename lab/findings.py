@@ -192,7 +192,7 @@ def batches(path: Path, predictions_path: Path | None = None, model: str = "Llam
             lines.append(f"- batch {int(size)}: all sets {text}; {sets}; compression per row "
                          f"{pooled.compression:.2f}, tokens computed per forward {pooled.step_tokens:.1f} "
                          f"({pooled.row_width:.2f} per row; a plain batched step: {int(size)}), plain steps "
-                         f"{pooled.plain_steps:.0%}")
+                         f"{pooled.plain_steps:.0%}, draft nodes per row and step {pooled.draft_nodes:.2f}")
     lade_rows = rows[rows["method"] != REFERENCE]
     lines.append(f"\nRows identical to plain batched greedy: {int(lade_rows['rows_identical'].sum())} of "
                  f"{int(lade_rows['rows'].sum())}.")

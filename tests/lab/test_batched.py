@@ -49,6 +49,9 @@ def test_rows_equal_plain_batched_greedy_and_records_are_consistent(results):
     assert all(widths == [rows] * 9 for widths, rows in zip(greedy["step_widths"], greedy["rows"]))
     fixed = df[df["method"] == "lade(3,2,2)"]
     assert (fixed["row_width"] > 1).all() and (fixed["row_width"] <= 9).all()
+    assert (greedy["draft_nodes"] == 0).all() and (greedy["undrafted_row_steps"] == 1).all()
+    assert (fixed["draft_nodes"] <= 2 * 2).all()  # G candidates of N - 1 tokens each, as the core's row stats count
+    assert (df.loc[df["method"] != "greedy", "draft_nodes"] > 0).any()
     assert ((df["compression"] - df["new_tokens"] / df["row_steps"]).abs() < 1e-12).all()
     assert all(len(c) == r for c, r in zip(df["row_compression"], df["rows"]))
     assert (df["step_tokens"] >= df["row_width"]).all()

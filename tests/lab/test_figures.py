@@ -71,6 +71,7 @@ def _batch_rows(sizes=(1, 2, 4, 8), prompts: int = 8, seed: int = 0) -> pd.DataF
                                  "compression": 32 / 21 if lade else 1.0, "row_compression": [1.5] * size,
                                  "step_widths": widths, "step_tokens": float(np.mean(widths)),
                                  "row_width": float(np.mean(widths)) / size, "plain_steps": 0.2 if lade else 1.0,
+                                 "draft_nodes": 3.0 if lade else 0.0, "undrafted_row_steps": 0.2 if lade else 1.0,
                                  "rows_identical": size, "matches_greedy": True, "speedup": plain / wall})
     table = pd.DataFrame(rows, columns=list(BATCH_COLUMNS))
     table.attrs["provenance"] = PROVENANCE
