@@ -227,11 +227,16 @@ def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dic
     method name -> its timed calls."""
     runs: dict[str, list] = {m.name: [] for m in methods}
     for rep in range(repeats):
-        shift = (first + rep) % len(methods)
-        for method in methods[shift:] + methods[:shift]:
+        for method in rotated(methods, first + rep):
             runs[method.name].append(time_generate(model, method, *prompt.ids, gen_kwargs))
             done()
     return runs
+
+
+def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
+    """`methods` in the order of run number `turn`: rotated by `turn`, so that no method always runs first."""
+    shift = turn % len(methods)
+    return [*methods[shift:], *methods[:shift]]
 
 
 def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:

@@ -19,6 +19,10 @@ One forward of q tokens over c cached tokens (fp16 weights) costs
 speedup = compression x latency(1) / (mean step latency of the step mix + host_s), the mix priced by the core's
 `lade.cost.step_latency` (a share of one-token steps, the rest of equal size); host_s is lookahead's own per-step
 work outside the forward.
+
+A batch of B rows, each feeding q tokens, reads the weights once but B KV caches and does B times the FLOPs (GEMM
+efficiency then follows the B x q rows fed): plain batched decoding gains from B while lookahead's wider steps turn
+compute-bound sooner. `batch_speedup` prices lookahead against plain decoding at the same B.
 """
 
 from __future__ import annotations
@@ -130,30 +134,45 @@ def gpu(name: str) -> Gpu:
     return _lookup(gpus(), name, "GPU class", "data/gpus.csv")
 
 
-def step_bytes(s: Shape, q, context: float, eager_attention: bool = True):
+def step_bytes(s: Shape, q, context: float, eager_attention: bool = True, batch: int = 1):
+    """Bytes a step of `batch` rows moves, each row feeding q tokens over `context` cached tokens: the weights once,
+    each row's KV cache and (eager attention) score matrices."""
     q = np.asarray(q, dtype=float)
-    scores = s.layers * s.heads * q * (context + q) * SCORE_BYTES if eager_attention else 0.0
-    return (s.matmul_params + 2 * s.layers * s.kv_dim * context) * DTYPE_BYTES + scores
+    scores = batch * s.layers * s.heads * q * (context + q) * SCORE_BYTES if eager_attention else 0.0
+    return (s.matmul_params + batch * 2 * s.layers * s.kv_dim * context) * DTYPE_BYTES + scores
 
 
-def step_flops(s: Shape, q, context: float):
+def step_flops(s: Shape, q, context: float, batch: int = 1):
+    """FLOPs of a step of `batch` rows, each feeding q tokens over `context` cached tokens."""
     q = np.asarray(q, dtype=float)
-    return 2 * s.matmul_params * q + 4 * s.layers * s.hidden * q * (context + q)
+    return batch * (2 * s.matmul_params * q + 4 * s.layers * s.hidden * q * (context + q))
 
 
-def latency(s: Shape, g: Gpu, p: LatencyParams, q, context: float = CONTEXT):
-    """Seconds of one forward of q tokens (scalar or array) over `context` cached tokens."""
+def latency(s: Shape, g: Gpu, p: LatencyParams, q, context: float = CONTEXT, batch: int = 1):
+    """Seconds of one forward of `batch` rows, each feeding q tokens (scalar or array) over `context` cached tokens.
+    GEMM efficiency follows the rows the matmuls see, batch x q."""
     q = np.asarray(q, dtype=float)
-    if np.any(q < 1):
-        raise ValueError(f"a step feeds at least one token, got q={q}")
-    memory = step_bytes(s, q, context, p.eager_attention) / (g.bandwidth_gbs * 1e9 * p.bandwidth_eff)
-    compute = step_flops(s, q, context) / (g.peak_tflops * 1e12 * p.flop_eff * q / (q + p.q_half))
+    if np.any(q < 1) or batch < 1:
+        raise ValueError(f"a step feeds at least one token to at least one row, got q={q}, batch={batch}")
+    rows = batch * q
+    memory = step_bytes(s, q, context, p.eager_attention, batch) / (g.bandwidth_gbs * 1e9 * p.bandwidth_eff)
+    compute = step_flops(s, q, context, batch) / (g.peak_tflops * 1e12 * p.flop_eff * rows / (rows + p.q_half))
     return p.t_step + s.layers * p.t_layer + np.maximum(memory, compute)
 
 
 def speedup(compression: float, lat, step_tokens: float, single_share: float, host_s: float) -> float:
     """compression x lat(1) / (mean latency of the step mix + host_s); `lat`: q -> seconds."""
     return compression * float(lat(1)) / (step_latency(lambda q: float(lat(q)), step_tokens, single_share) + host_s)
+
+
+def batch_speedup(s: Shape, g: Gpu, p: LatencyParams, batch: int, compression: float, step_tokens: float,
+                  single_share: float, context: float = CONTEXT) -> float:
+    """Throughput of lookahead over plain batched decoding at `batch` rows, every row drafting with the same step mix
+    (tokens per row and step, share of one-token steps) and compression: `speedup` with both steps priced at that
+    batch, and the host work per step growing with the rows (host_s per row: drafting and verification run per row).
+    At batch 1 this is `speedup` of the single-sequence latency."""
+    lat = lambda q: latency(s, g, p, q, context, batch)  # noqa: E731
+    return speedup(compression, lat, step_tokens, single_share, batch * p.host_s)
 
 
 def fits(s: Shape, g: Gpu, n_gpus: int = 1) -> bool:

@@ -16,11 +16,12 @@ import torch
 from tqdm.auto import tqdm
 
 from lade.config import LookaheadConfig
+from .batched import BATCH_COLUMNS
 from .bench import ROW_COLUMNS, summarize
 from .methods import Method, parse_config
 from .calibration import CALIBRATION_COLUMNS
 from .corpus_bench import CORPUS_COLUMNS
-from .gpu_model import GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
+from .gpu_model import BATCH_PREDICTION_COLUMNS, GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .manifest import NOTEBOOKS, ROWS
 from .paths import published
 from .prompts import encode_prompt, load_prompts
@@ -40,6 +41,8 @@ SCHEMAS: dict[str, tuple[str, ...]] = {  # a results file's schema (lab.manifest
     "cpu_validation": VALIDATION_COLUMNS,
     "sampling": SAMPLING_COLUMNS,
     "sampling_distribution": DISTRIBUTION_COLUMNS,
+    "batches": tuple(BATCH_COLUMNS),
+    "batch_predictions": BATCH_PREDICTION_COLUMNS,
     "corpus": (*ROW_COLUMNS, *CORPUS_COLUMNS),
 }
 RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {  # results file -> required columns, for every notebook's results

@@ -21,11 +21,12 @@ RESAMPLES = 1000
 
 
 def verdict(value: float, low: float, high: float, n: int, above: str = "faster than greedy",
-            below: str = "slower than greedy", raw: Sequence[float] = ()) -> str:
-    """'1.26x [1.19, 1.35], n=40: faster than greedy' and the like; raw points instead of an interval when n < 5."""
+            below: str = "slower than greedy", raw: Sequence[float] = (), unit: str = "prompts") -> str:
+    """'1.26x [1.19, 1.35], n=40: faster than greedy' and the like; raw points instead of an interval when n < 5
+    (n counts `unit`: prompts, or batches)."""
     if n < MIN_INTERVAL:
         points = ", ".join(f"{v:.2f}" for v in raw)
-        return f"{value:.2f}x, n={n} (single prompts: {points}): too few prompts for an interval, no conclusion"
+        return f"{value:.2f}x, n={n} (single {unit}: {points}): too few {unit} for an interval, no conclusion"
     meaning = "inconclusive (the interval covers 1)" if low <= 1.0 <= high else above if low > 1.0 else below
     return f"{value:.2f}x [{low:.2f}, {high:.2f}], n={n}: {meaning}"
 
@@ -162,6 +163,61 @@ def spec_bench(path: Path, per_task: bool = False) -> str:
     if per_task:
         lines += ["", "Per task:"] + _methods(rows, speedup_summary(rows), reference=reference)
     return "\n".join(lines)
+
+
+BATCH_NOTE = ("speedup is plain batched greedy's total time over the lade method's on the same batches (the throughput "
+              "ratio), with a 95% bootstrap interval over batches where n >= 5; n counts batches; compression is new "
+              "tokens per forward per row.")
+
+
+def batches(path: Path, predictions_path: Path | None = None, model: str = "Llama-2-7B", task: str = "chat") -> str:
+    """Notebook 09: each lade method's throughput over plain batched greedy per batch size (every set pooled, then
+    each set), its compression per row and tokens per forward, rows identical to plain; with `predictions_path`, the
+    cost model's GPU-class curve for `model` and `task`."""
+    from .batched import POOLED, REFERENCE, summarize_batches
+
+    rows = load_results(path)
+    summary = summarize_batches(rows)
+    lines = _header(path, rows, BATCH_NOTE)
+    for method in [m for m in dict.fromkeys(summary["method"]) if m != REFERENCE]:
+        mine = summary[summary["method"] == method]
+        lines.append(f"**{method}** ({mine['config'].iloc[0]}) against plain batched greedy:")
+        for size, part in mine.groupby("batch_size", sort=True):
+            pooled = part[part["prompt_set"] == POOLED].iloc[0]
+            raw = rows.loc[(rows["method"] == method) & (rows["batch_size"] == size), "speedup"]
+            text = verdict(pooled.speedup, pooled.speedup_low, pooled.speedup_high, int(pooled.batches),
+                           "faster than plain batched greedy", "slower than plain batched greedy", raw, "batches")
+            sets = ", ".join(f"{r.prompt_set} {r.speedup:.2f}x (n={int(r.batches)})"
+                             for r in part[part["prompt_set"] != POOLED].itertuples())
+            lines.append(f"- batch {int(size)}: all sets {text}; {sets}; compression per row "
+                         f"{pooled.compression:.2f}, tokens computed per forward {pooled.step_tokens:.1f} "
+                         f"({pooled.row_width:.2f} per row; a plain batched step: {int(size)}), plain steps "
+                         f"{pooled.plain_steps:.0%}, draft nodes per row and step {pooled.draft_nodes:.2f}")
+    lade_rows = rows[rows["method"] != REFERENCE]
+    lines.append(f"\nRows identical to plain batched greedy: {int(lade_rows['rows_identical'].sum())} of "
+                 f"{int(lade_rows['rows'].sum())}.")
+    if predictions_path is not None:
+        lines += ["", _batch_predictions(load_results(predictions_path), model, task)]
+    return "\n".join(lines)
+
+
+def _batch_predictions(curve: pd.DataFrame, model: str, task: str) -> str:
+    """Per GPU class: the batch-1 config's modelled ratio at the smallest and largest batch size, and the largest batch
+    size at which a batch-aware choice still drafts."""
+    part = curve[(curve["model"] == model) & (curve["task"] == task)]
+    if part.empty:
+        return f"No cost-model prediction for {model} ({task}): its weights fit no GPU class of the predictions."
+    sizes = sorted(part["batch_size"].unique())
+    lines = [f"Cost model (notebook 04's calibration; {model}, {task}; every row drafting alike; 95% band from the "
+             "calibration error):"]
+    for gpu, rows in part.groupby("gpu", sort=False):
+        fixed = rows[rows["choice"] == "fixed"].set_index("batch_size")
+        aware = rows[(rows["choice"] == "batch-aware") & (rows["config"] != "plain")]
+        first, last = fixed.loc[sizes[0]], fixed.loc[sizes[-1]]
+        drafts = f"drafts up to batch {int(aware['batch_size'].max())}" if len(aware) else "never drafts"
+        lines.append(f"- {gpu}: {first.config} modelled {first.speedup:.2f}x [{first.speedup_low:.2f}, "
+                     f"{first.speedup_high:.2f}] at batch {sizes[0]}, {last.speedup:.2f}x [{last.speedup_low:.2f}, "
+                     f"{last.speedup_high:.2f}] at batch {sizes[-1]}; a batch-aware choice {drafts}")
 
 
 def corpus(path: Path) -> str:

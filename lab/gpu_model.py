@@ -154,3 +154,37 @@ def when_it_pays(best: pd.DataFrame, loo: pd.DataFrame, task: str = "chat") -> s
                 verdicts.append(f"{verdict} on {cells}")
         parts.append(f"{model}: " + "; ".join(verdicts) + ".")
     return " ".join(parts)
+
+
+BATCH_PREDICTION_COLUMNS = ("gpu", "model", "task", "batch_size", "choice", "config", "compression", "step_tokens",
+                            "speedup", "speedup_low", "speedup_high", "sigma")
+
+
+def predict_batches(fit: cal.Fit, sigma: Mapping[str, float], predictions: pd.DataFrame, batch_sizes: Sequence[int],
+                    context: float = cm.CONTEXT) -> pd.DataFrame:
+    """Predicted throughput of lookahead over plain batched decoding at each batch size, per GPU class, model and task
+    where the weights fit (columns BATCH_PREDICTION_COLUMNS), from notebook 04's predictions (each config's
+    compression and step mix, `predict_grid`), every row of a batch drafting alike (costmodel.batch_speedup). Two
+    choices per batch size: "fixed", the config that is fastest at batch 1 kept at every batch size; "batch-aware",
+    the fastest config at that batch size, or plain decoding (1x) where none is predicted to gain."""
+    rows = []
+    for (name, model, task), part in predictions[predictions["fits_memory"]].groupby(["gpu", "model", "task"],
+                                                                                      sort=False):
+        s, g, p = cm.shape(model), cm.gpu(name), fit.params(name)
+        band = np.exp(Z95 * sigma[name])
+        curves = {r.config: [cm.batch_speedup(s, g, p, b, r.compression, r.step_tokens, r.single_share, context)
+                             for b in batch_sizes] for r in part.itertuples()}
+        first = max(curves, key=lambda c: curves[c][0])
+        by_config = part.set_index("config")
+        for i, b in enumerate(batch_sizes):
+            best = max(curves, key=lambda c: curves[c][i])
+            choices = (("fixed", first, curves[first][i]),
+                       ("batch-aware", best, curves[best][i]) if curves[best][i] > 1 else ("batch-aware", "plain", 1.0))
+            for choice, config, speed in choices:
+                plain = config == "plain"
+                rows.append({"gpu": name, "model": model, "task": task, "batch_size": b, "choice": choice,
+                             "config": config, "compression": 1.0 if plain else by_config.loc[config, "compression"],
+                             "step_tokens": 1.0 if plain else by_config.loc[config, "step_tokens"], "speedup": speed,
+                             "speedup_low": speed if plain else speed / band,
+                             "speedup_high": speed if plain else speed * band, "sigma": sigma[name]})
+    return pd.DataFrame(rows, columns=list(BATCH_PREDICTION_COLUMNS))

@@ -89,12 +89,13 @@ class Method:
             return self.lookahead.label
         return self.lookahead if self.kind == "lade" and self.lookahead else ""
 
-    def resolved(self, model) -> "Method":
-        """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`."""
+    def resolved(self, model, latency=None) -> "Method":
+        """This method with lookahead 'auto:TASK' replaced by the config chosen for `model`; latency: the latency
+        model (q -> seconds) auto chooses with, None: `model`'s measured profile (lade.auto_config)."""
         if not isinstance(self.lookahead, str):
             return self
         task = self.lookahead.partition(":")[2]
-        return Method(self.name, self.kind, auto_config(model, task=task), self.generate_kwargs)
+        return Method(self.name, self.kind, auto_config(model, task=task, latency=latency), self.generate_kwargs)
 
 
 def reference_method(names: Iterable[str]) -> str:

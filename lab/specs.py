@@ -38,7 +38,7 @@ DEFAULT_SPEC = SPEC_DIR / "embedded-cpu.yaml"
 NOTEBOOK_DIR = REPO / "notebooks"
 RESERVED = ("about", "hardware", "notebooks", "per_notebook")
 MULTI_MODEL_NOTEBOOKS = multi_model_notebooks()  # the others measure one model (lab.manifest)
-DATASET_PARAMETERS = ("prompt_set", "datasets", "categories")  # parameters whose values name prompt sets
+DATASET_PARAMETERS = ("prompt_set", "prompt_sets", "datasets", "categories")  # parameters whose values name prompt sets
 
 
 class SpecError(ValueError):

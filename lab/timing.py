@@ -36,12 +36,14 @@ class ForwardTimer:
         self.module = module
         self.calls = 0
         self.seconds = 0.0
-        self.fed: list[int] = []  # tokens fed per call
+        self.fed: list[int] = []  # tokens fed per row and call (a batch's rows are padded to one width)
+        self.rows: list[int] = []  # rows (batch size) per call
         self._start = 0.0
 
     def _pre(self, _module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         ids = kwargs.get("input_ids", kwargs.get("decoder_input_ids", args[0] if args else None))
         self.fed.append(ids.shape[-1] if ids is not None else 0)
+        self.rows.append(ids.shape[0] if ids is not None and ids.dim() > 1 else 1)
         synchronize(self.module.device)
         self._start = time.perf_counter()
 
@@ -52,7 +54,7 @@ class ForwardTimer:
 
     @contextmanager
     def measuring(self) -> Iterator["ForwardTimer"]:
-        self.calls, self.seconds, self.fed = 0, 0.0, []
+        self.calls, self.seconds, self.fed, self.rows = 0, 0.0, [], []
         handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
                    self.module.register_forward_hook(self._post)]
         try:
@@ -65,6 +67,11 @@ class ForwardTimer:
     def step_tokens(self) -> float:
         """Mean tokens fed per forward after the prefill."""
         return sum(self.fed[1:]) / max(len(self.fed) - 1, 1)
+
+    @property
+    def batch_fed(self) -> list[int]:
+        """Tokens the model computed in each forward after the prefill: rows x tokens per row."""
+        return [r * q for r, q in zip(self.rows[1:], self.fed[1:])]
 
     @property
     def single_token_steps(self) -> float:

@@ -4,6 +4,7 @@ sizes of a full run (quick mode shrinks them inside the notebook)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,14 @@ def sampling(p: Params, entry: ModelEntry) -> list[Work]:
 def ablation(p: Params, entry: ModelEntry) -> list[Work]:
     methods = [Method.greedy(), *ablation_methods(p["ngram_size"]).values()]
     return _bench({"mt_bench": p["n_prompts"]}, methods, p["max_new_tokens"])
+
+
+def batches(p: Params, entry: ModelEntry) -> list[Work]:
+    """Plain batched greedy and each lade method on every batch of each size: one prompt per batch of B rows per
+    forward (a step of B rows reads the weights once)."""
+    methods = [Method.greedy(), *(Method.parse(m) for m in p["methods"])]
+    return [Work(name, f"{m.name} B={b}", None, math.ceil(p["n_prompts"] / b), p["max_new_tokens"], rows=b)
+            for name in p["prompt_sets"] for b in p["batch_sizes"] for m in methods]
 
 
 def corpus(p: Params, entry: ModelEntry) -> list[Work]:

@@ -175,3 +175,51 @@ def test_a_config_json_is_counted_by_the_shape_rule(tmp_path):
     assert config_params(str(tmp_path)) == cm.Shape(2, 64, 4, 2, 128, 100).params
     (tmp_path / "config.json").write_text(json.dumps(config | {"tie_word_embeddings": True}))
     assert config_params(str(tmp_path)) == cm.Shape(2, 64, 4, 2, 128, 100).params - 100 * 64
+
+
+def test_a_batch_reads_the_weights_once():
+    """B rows read the weights once but each its own KV cache, and do B times one row's FLOPs; GEMM efficiency
+    follows the B x q rows the matmuls see (a compute-bound toy device shows it exactly)."""
+    s = cm.Shape(2, 64, 4, 2, 128, 100)
+    kv = 2 * s.layers * s.kv_dim * 10 * cm.DTYPE_BYTES
+    assert cm.step_bytes(s, 1, 10, False, 4) - cm.step_bytes(s, 1, 10, False) == pytest.approx(3 * kv)
+    assert cm.step_flops(s, 3, 10, 4) == pytest.approx(4 * cm.step_flops(s, 3, 10))
+    g = cm.Gpu("toy", peak_tflops=1e-6, bandwidth_gbs=1e6, memory_gb=1.0)  # 1 MFLOP/s: compute-bound
+    p = cm.LatencyParams(t_step=0.0, t_layer=0.0, bandwidth_eff=1.0, flop_eff=1.0, q_half=4.0, host_s=0.0,
+                         eager_attention=False)
+    for batch, q in ((1, 1), (4, 1), (4, 7), (16, 3)):
+        rows = batch * q
+        expected = float(cm.step_flops(s, q, 10, batch)) / (1e6 * rows / (rows + 4.0))
+        assert cm.latency(s, g, p, q, 10, batch) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="at least one row"):
+        cm.latency(s, g, p, 1, 10, 0)
+
+
+def test_batch_speedup_is_the_single_sequence_speedup_at_batch_one_and_falls_with_the_batch():
+    """At batch 1 the batched price is `speedup` of the single-sequence latency; a wide config on a GPU loses its
+    free compute as rows are added (plain steps stay bandwidth-bound longer), so its predicted ratio never rises."""
+    s, g = cm.shape("Llama-2-7B"), cm.gpu("A100 80GB SXM")
+    p = cm.LatencyParams(t_step=2e-3, t_layer=1e-4, bandwidth_eff=0.8, flop_eff=0.6, q_half=32.0, host_s=1e-3)
+    lat = lambda q: cm.latency(s, g, p, q)  # noqa: E731
+    assert cm.batch_speedup(s, g, p, 1, 2.5, 121.0, 0.0) == pytest.approx(cm.speedup(2.5, lat, 121.0, 0.0, 1e-3))
+    curve = [cm.batch_speedup(s, g, p, b, 2.5, 121.0, 0.0) for b in (1, 2, 4, 8, 16, 32)]
+    assert all(a >= b for a, b in zip(curve, curve[1:])) and curve[-1] < 1 < curve[0]
+
+
+def test_batch_predictions_keep_or_adapt_the_config(calibration):
+    """At batch 1 the fixed choice is notebook 04's fastest prediction of the cell; the batch-aware choice is never
+    below the fixed one or below plain decoding (1x, where it falls back to plain steps)."""
+    obs, loo = calibration
+    fit = cal.fit(obs, LOOKUP)
+    sigma = cal.class_sigma(loo, cal.transfer_error(obs, LOOKUP, "RTX 3090"), list(cm.gpus()))
+    grid = gm.predict_grid(fit, sigma, REFERENCE, loo, ["Llama-2-7B"])
+    curve = gm.predict_batches(fit, sigma, grid, [1, 4, 16])
+    assert list(curve.columns) == list(gm.BATCH_PREDICTION_COLUMNS)
+    assert len(curve) == len(cm.gpus()) * 2 * 3 * 2  # GPU x task x batch size x choice
+    first = curve[(curve["batch_size"] == 1) & (curve["choice"] == "fixed")].set_index(["gpu", "task"])
+    best = grid.loc[grid.groupby(["gpu", "task"])["speedup"].idxmax()].set_index(["gpu", "task"])
+    assert np.allclose(first["speedup"], best.loc[first.index, "speedup"])
+    pivot = curve.pivot_table(index=["gpu", "task", "batch_size"], columns="choice", values="speedup")
+    assert (pivot["batch-aware"] >= pivot["fixed"] - 1e-12).all() and (pivot["batch-aware"] >= 1).all()
+    plain = curve[curve["config"] == "plain"]
+    assert (plain["speedup"] == 1).all() and (plain["speedup_low"] == plain["speedup_high"]).all()

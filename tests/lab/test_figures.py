@@ -17,9 +17,11 @@ from lab import costmodel as cm  # noqa: E402
 from lab import experiments as ex  # noqa: E402
 from lab import figures as fg  # noqa: E402
 from lab import figure_style as fs  # noqa: E402
+from lab import figures_batch as fb  # noqa: E402
 from lab import figures_cost as fc  # noqa: E402
 from lab import gpu_model as gm  # noqa: E402
 from lab import validation as vd  # noqa: E402
+from lab.batched import BATCH_COLUMNS, step_width_quantiles, summarize_batches  # noqa: E402
 from lab.bench import ROW_COLUMNS  # noqa: E402
 from cost_data import REFERENCE  # noqa: E402
 
@@ -45,6 +47,34 @@ def _bench_rows(methods: dict[str, str], prompts: int = 6, seed: int = 0) -> pd.
                          "host_share": 0.03, "matches_greedy": True, "speedup": greedy_wall / wall})
     table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     table.attrs["provenance"] = PROVENANCE  # as load_results gives it
+    return table
+
+
+def _batch_rows(sizes=(1, 2, 4, 8), prompts: int = 8, seed: int = 0) -> pd.DataFrame:
+    """Batched-throughput rows (BATCH_COLUMNS) of greedy and lade-auto on two sets: many batches at small sizes, one
+    at the largest (its single batch drawn as a dot)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name in ("mt_bench", "humaneval"):
+        for size in sizes:
+            for k in range(prompts // size):
+                plain = 2.0 * size ** 0.3 + rng.uniform(0, 0.2)
+                for method in ("greedy", "lade-auto"):
+                    lade = method != "greedy"
+                    wall = plain * (rng.uniform(0.7, 1.5) if lade else 1)
+                    widths = [size * (int(rng.integers(1, 8)) if lade else 1) for _ in range(20)]
+                    rows.append({"model": "m", "dtype": "float32", "prompt_set": name, "batch_size": size, "batch": k,
+                                 "prompt_ids": "", "rows": size, "method": method, "config": "merged" if lade else "",
+                                 "first": (k % 2 == 0) == lade, "new_tokens": 32 * size, "wall_s": wall,
+                                 "tokens_per_s": 32 * size / wall, "forward_calls": 21 if lade else 32,
+                                 "row_steps": size * (21 if lade else 32),
+                                 "compression": 32 / 21 if lade else 1.0, "row_compression": [1.5] * size,
+                                 "step_widths": widths, "step_tokens": float(np.mean(widths)),
+                                 "row_width": float(np.mean(widths)) / size, "plain_steps": 0.2 if lade else 1.0,
+                                 "draft_nodes": 3.0 if lade else 0.0, "undrafted_row_steps": 0.2 if lade else 1.0,
+                                 "rows_identical": size, "matches_greedy": True, "speedup": plain / wall})
+    table = pd.DataFrame(rows, columns=list(BATCH_COLUMNS))
+    table.attrs["provenance"] = PROVENANCE
     return table
 
 
@@ -88,7 +118,12 @@ def _figures(cost_inputs):
                                "speedup": [0.7, 0.9, 1.1], "speedup_low": [0.6, 0.8, 0.95],
                                "speedup_high": [0.8, 1.0, 1.3], "predicted_speedup": [0.75, 0.85, 1.05]})
     validation["error"] = validation["predicted_speedup"] / validation["speedup"] - 1
+    batches = _batch_rows()
+    batch_curve = gm.predict_batches(fit, sigma, grid, [1, 2, 4, 8, 16])
     return {
+        "batch_throughput": (lambda: fb.batch_throughput_plot(summarize_batches(batches), batches,
+                                                              step_width_quantiles(batches), "lade-auto", "t"), True),
+        "batch_prediction": (lambda: fb.batch_prediction_plot(batch_curve, "Llama-2-7B", "chat", "t"), True),
         "speedup_bars": (lambda: fg.speedup_bars(bench, summary, ex.published_speedups("MT-Bench", "Llama-2"),
                                                  fg.title("t", "embedded", "MT-Bench", "cpu")), True),
         "scaling": (lambda: fg.scaling_plot(ex.scaling_table(scaling, 135_000_000), "t"), True),

@@ -32,6 +32,7 @@ def test_dependencies_come_first():
     """A notebook reads only results another notebook writes, and runs after it (run_order keeps the given order
     otherwise)."""
     assert depends_on("04_flops_vs_throughput") == ("01_mt_bench_speedup", "02_humaneval_speedup", "03_scaling_law")
+    assert depends_on("09_batches") == ("04_flops_vs_throughput",)  # the calibration its GPU prediction prices with
     for name in NOTEBOOKS:
         assert name not in depends_on(name)
     order = run_order(["04_flops_vs_throughput", "06_ablation", "01_mt_bench_speedup"])
