@@ -9,8 +9,9 @@ decodes through its own custom_generate callable, so every generate argument kee
 
 import inspect
 
-import lade
 from transformers.generation.utils import GenerationMixin
+
+import lade
 
 # model.generate's own parameters: handed over even when unset (None), unlike the keyword arguments a caller passed
 SIGNATURE = set(inspect.signature(GenerationMixin.generate).parameters) - {"self", "kwargs"}

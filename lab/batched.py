@@ -39,12 +39,13 @@ from tqdm.auto import tqdm
 from lade.api import generate as lade_generate
 from lade.device import synchronize
 from lade.rows import left_pad
+
 from .agreement import EXACT_DTYPES, first_divergence
 from .bench import rotated
 from .methods import Method
 from .prompts import SPEC_BENCH_TASKS, encode_prompt, load_prompts
 from .provenance import model_record, provenance
-from .results import save_results
+from .results import report
 from .stats import summarize_runs
 from .timing import ForwardTimer
 
@@ -351,10 +352,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                      [*(Method.parse(m) for m in args.methods.split(",") if m.strip()),
                       *(Method.from_label(c) for c in args.config)], args.n, args.max_new_tokens,
                      ignore_eos=not args.eos, model_arg=args.model, threads=torch.get_num_threads())
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
-        print(summarize_batches(df).to_string(index=False))
-    if args.out is not None:
-        print(f"wrote {save_results(df, args.out)}")
+    report(summarize_batches(df), df, args.out)
     return df
 
 

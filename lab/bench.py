@@ -41,7 +41,7 @@ from .agreement import first_divergence
 from .methods import Method, parse_config, reference_method
 from .prompts import EncodedPrompt, encode_prompt, load_prompts
 from .provenance import model_record, provenance
-from .results import save_results
+from .results import report
 from .stats import summarize_runs
 from .timing import ForwardTimer, timed_generate
 
@@ -326,10 +326,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                        ignore_eos=args.ignore_eos, warmup=not args.no_warmup, prompt_format=args.prompt_format,
                        repeats=args.repeats, headline=[h for h in args.headline.split(",") if h.strip()],
                        headline_prompts=args.headline_n, model_arg=args.model, threads=torch.get_num_threads())
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
-        print(summarize(df).to_string(index=False))
-    if args.out is not None:
-        print(f"wrote {save_results(df, args.out)}")
+    report(summarize(df), df, args.out)
     return df
 
 

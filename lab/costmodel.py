@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from lade.cost import step_latency
+
 from .paths import GPUS_CSV, published
 
 DTYPE_BYTES = 2  # fp16 / bf16 weights and KV cache

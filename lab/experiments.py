@@ -16,13 +16,14 @@ import torch
 from tqdm.auto import tqdm
 
 from lade.config import LookaheadConfig
+
 from .batched import BATCH_COLUMNS
 from .bench import ROW_COLUMNS, summarize
-from .methods import Method, parse_config
 from .calibration import CALIBRATION_COLUMNS
 from .corpus_bench import CORPUS_COLUMNS
 from .gpu_model import BATCH_PREDICTION_COLUMNS, GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
 from .manifest import NOTEBOOKS, ROWS
+from .methods import Method, parse_config
 from .paths import published
 from .prompts import encode_prompt, load_prompts
 from .provenance import model_record, provenance

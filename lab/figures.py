@@ -3,16 +3,38 @@ device; published numbers in their own group or panel with their device and prec
 
 from __future__ import annotations
 
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from .figure_style import (  # noqa: F401  (re-exported: notebooks use figures.save, figures.title, ...)
-    ERRORBAR, MEASURED, MEASURED_BAR, MIN_INTERVAL, MODELLED, OKABE_ITO, PUBLISHED, PUBLISHED_BAR, _number,
-    capped_limit, clean_ticks, dots, errorbars, group_header, interval_errors, legend_below, measured_on, model_label,
+    ERRORBAR,
+    MEASURED,
+    MEASURED_BAR,
+    MIN_INTERVAL,
+    MODELLED,
+    OKABE_ITO,
+    PUBLISHED,
+    PUBLISHED_BAR,
+    _number,
+    capped_limit,
+    clean_ticks,
+    dots,
+    errorbars,
+    group_header,
+    interval_errors,
+    legend_below,
+    measured_on,
+    model_label,
     precision,
-    prompt_counts, provenance_note, save, separator, setup_style, title, unity)
+    prompt_counts,
+    provenance_note,
+    save,
+    separator,
+    setup_style,
+    title,
+    unity,
+)
 from .figures_run import _grouped_bars, ablation_plot, distribution_plot, spec_bench_plot  # noqa: F401
 from .stats import summarize_runs
 

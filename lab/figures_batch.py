@@ -11,8 +11,17 @@ import numpy as np
 import pandas as pd
 
 from .batched import POOLED
-from .figure_style import (MIN_INTERVAL, MODELLED, OKABE_ITO, dots, errorbars, interval_errors, legend_below,
-                           measured_on, unity)
+from .figure_style import (
+    MIN_INTERVAL,
+    MODELLED,
+    OKABE_ITO,
+    dots,
+    errorbars,
+    interval_errors,
+    legend_below,
+    measured_on,
+    unity,
+)
 
 SET_LABELS = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "spec_bench": "Spec-Bench", POOLED: "all sets"}
 LINESTYLES = ("-", "--", ":", "-.")

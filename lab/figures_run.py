@@ -10,8 +10,18 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .figure_style import (MEASURED, MEASURED_BAR, OKABE_ITO, PUBLISHED, PUBLISHED_BAR, errorbars, interval_errors,
-                           legend_below, measured_on, unity)
+from .figure_style import (
+    MEASURED,
+    MEASURED_BAR,
+    OKABE_ITO,
+    PUBLISHED,
+    PUBLISHED_BAR,
+    errorbars,
+    interval_errors,
+    legend_below,
+    measured_on,
+    unity,
+)
 from .methods import reference_method
 
 NOISE_DRAWS = 200  # resampled pairs behind the sampling-noise band

@@ -17,11 +17,13 @@ import pandas as pd
 
 from lade.config import LookaheadConfig
 from lade.cost import step_latency
+
 from . import calibration as cal
 from . import costmodel as cm
 from .bench import summarize
 from .methods import parse_config
 from .stats import Z95
+
 LATENCY_COLUMNS = ("source", "gpu", "model", "q", "seconds", "relative", "relative_low", "relative_high")
 GPU_PREDICTION_COLUMNS = ("gpu", "model", "task", "config", "compression", "step_tokens", "single_share", "lat1_s",
                           "step_s", "speedup", "speedup_low", "speedup_high", "sigma", "sigma_source", "fits_memory",

@@ -29,8 +29,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from lade.cpu_linear import cpu_linears_available, pack_cpu_linears
-from lade.user_cache import cache_dir
 from lade.quantization import quantization_method, require_backend
+from lade.user_cache import cache_dir
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_ALIASES = ("embedded", "smollm2")

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from lade.config import LookaheadConfig
 from lade.distributed import generate
+
 from .models import load_model
 from .paths import REPO
 from .prompts import encode_prompt, load_prompts

@@ -23,11 +23,21 @@ import yaml
 
 from lade.config import LookaheadConfig
 from lade.cost import HOST_S, prior_table
+
 from .costmodel import gpus
 from .manifest import NOTEBOOKS, run_order
 from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
-from .specs import (ModelEntry, Spec, SpecError, config_params, load_spec, model_entries,
-                    notebook_parameters, override_model, parse_size)
+from .specs import (
+    ModelEntry,
+    Spec,
+    SpecError,
+    config_params,
+    load_spec,
+    model_entries,
+    notebook_parameters,
+    override_model,
+    parse_size,
+)
 from .workload import Work
 
 MISSING_WEIGHTS_EXIT = 3

@@ -15,6 +15,7 @@ import torch
 
 from lade.cpu_linear import packed_linear_count
 from lade.device import device_description
+
 from .paths import REPO
 
 PACKAGES = ("lade", "torch", "transformers", "datasets", "numpy")

@@ -39,3 +39,11 @@ def load_results(path: str | Path) -> pd.DataFrame:
     if meta.exists():
         df.attrs.update(json.loads(meta.read_text()))
     return df
+
+
+def report(summary: pd.DataFrame, df: pd.DataFrame, out: str | Path | None) -> None:
+    """A benchmark CLI's ending: its summary table printed, and its rows saved to `out` when given."""
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
+        print(summary.to_string(index=False))
+    if out is not None:
+        print(f"wrote {save_results(df, out)}")

@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from .methods import parse_config
 from .costmodel import Shape
 from .manifest import multi_model_notebooks
+from .methods import parse_config
 from .models import DTYPES, EMBEDDED_ALIASES, EMBEDDED_NAME, Weights, locate_weights
 from .paths import DATA_DIR, REPO, cache_dir
 from .prompts import FROZEN_SETS, HUB_SETS, PROMPT_FORMATS, SPEC_BENCH_CATEGORIES, SPEC_BENCH_TASKS, split_set_name

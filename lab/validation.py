@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lade.cost import HOST_S, LatencyProfile, measure_latency, step_latency
+
 from .results import load_results
 from .stats import summarize_runs
 

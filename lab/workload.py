@@ -13,8 +13,8 @@ from lade.config import LookaheadConfig
 
 from .bench import runs_headline_prompts
 from .corpus_bench import FILL_BATCH
-from .methods import Method
 from .experiments import ablation_methods, scaling_methods
+from .methods import Method
 from .runs import headline_for, methods_for
 from .specs import ModelEntry
 

@@ -21,7 +21,6 @@ from .quantization import check_quantized_model
 from .rope import check_batch as check_batch_rope
 from .verify import check_processors
 
-
 TOKEN_DTYPES = (torch.long, torch.int32)  # what an embedding takes as indices
 RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "hybrid", "hybrid_sliding"}  # config.layer_types
 RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"}  # recurrent without layer_types

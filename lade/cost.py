@@ -32,14 +32,14 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from .adapters import position_limit
 from .cache import crop
 from .config import LookaheadConfig
-from .cpu_linear import packed_linear_count
 from .cost_prior import PRIOR
+from .cpu_linear import packed_linear_count
 from .device import device_description, synchronize
 from .encoder_decoder import EncoderDecoderCall
 from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
-from .user_cache import cache_dir
 from .tree import TokenTree
+from .user_cache import cache_dir
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)

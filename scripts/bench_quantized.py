@@ -15,8 +15,8 @@ from transformers import BitsAndBytesConfig
 from transformers.cache_utils import DynamicCache
 
 import lade
-from lab.prompts import encode_chat, load_prompts
 from lab.models import load_model
+from lab.prompts import encode_chat, load_prompts
 from lab.timing import timed
 
 PRECISIONS = {

@@ -20,8 +20,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from lab.bench import run_benchmark, summarize, time_generate
 from lab.methods import Method
-from lade.cost import TASKS, choose_config, measure_latency, predict
 from lab.provenance import provenance
+from lade.cost import TASKS, choose_config, measure_latency, predict
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096)

@@ -23,8 +23,12 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from transformers import PreTrainedModel
 
-from ..compat import (ATTN_IMPLEMENTATION, attn_implementation, own_attn_implementation,
-                      routes_attention_through_interface)
+from ..compat import (
+    ATTN_IMPLEMENTATION,
+    attn_implementation,
+    own_attn_implementation,
+    routes_attention_through_interface,
+)
 from ..layout import BatchLayout, additive_mask, step_visibility
 from ..scoped import overriding
 from .interface import FLEX, SDPA, SPLIT

@@ -28,8 +28,17 @@ from ..sampling import TokenChooser
 from ..strategy import LocalStrategy
 from ..tree import TokenTree
 from ..verify import Acceptance
-from .checks import (CONFIG_FINGERPRINT, INPUT_FINGERPRINT, check_parallel_generation, check_parallel_inputs,
-                     check_same_everywhere, check_shardable, config_fingerprint, input_fingerprint, require_group)
+from .checks import (
+    CONFIG_FINGERPRINT,
+    INPUT_FINGERPRINT,
+    check_parallel_generation,
+    check_parallel_inputs,
+    check_same_everywhere,
+    check_shardable,
+    config_fingerprint,
+    input_fingerprint,
+    require_group,
+)
 from .exchange import PeerFailure, StepExchange
 from .shard import own_candidates, own_columns, shard_layout
 

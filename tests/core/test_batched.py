@@ -7,11 +7,11 @@ from transformers.cache_utils import DynamicCache
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 import lade
+from distribution import decoder_only, first_two_pvalues
 from lade import left_pad as left_pad_with
 from lade.cache import compact
 from lade.layout import additive_mask, build_layout, stack_layouts
 from lade.tree import TokenTree
-from distribution import decoder_only, first_two_pvalues
 from tiny_models import COMMON, RecordingStreamer, random_prompt, tiny_model
 
 PAD = COMMON["pad_token_id"]

@@ -9,13 +9,13 @@ import torch
 from transformers import GenerationConfig
 
 import lade
+from distribution import decoder_only, first_two_pvalues
 from lade.distributed.checks import check_parallel_generation
 from lade.drafters import Draft, Outcome, RecyclingOptions, RowContext, register, unregister
 from lade.drafters.acceptance import AcceptanceStats
 from lade.drafters.planner import Lead, plan_tree
 from lade.drafters.recycling import AdjacencyTable
 from lade.drafters.retrieval import MAX_MATCH, SuffixIndex
-from distribution import decoder_only, first_two_pvalues
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 

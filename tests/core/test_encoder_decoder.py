@@ -10,11 +10,11 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 import lade
 import lade.adapters
+from distribution import first_two_pvalues
+from greedy_runs import most_accepted
 from lade.encoder_decoder import EncoderDecoderCall
 from lade.layout import build_layout
 from lade.tree import TokenTree
-from distribution import first_two_pvalues
-from greedy_runs import most_accepted
 from tiny_models import forward_all_rows, random_prompt
 from tiny_seq2seq import FAMILIES, tiny_seq2seq
 

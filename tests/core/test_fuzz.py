@@ -9,7 +9,6 @@ import os
 import time
 import warnings
 
-
 from fuzz import case, run
 
 

@@ -9,8 +9,8 @@ import torch
 from transformers import BitsAndBytesConfig
 
 import lade
-from lade import quantization
 from distribution import decoder_only, first_two_pvalues
+from lade import quantization
 from quantized_models import SIZES, hide_packages, load_quantized, save_tiny, save_tiny_awq
 from tiny_models import random_prompt, tiny_model
 

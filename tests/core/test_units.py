@@ -6,10 +6,9 @@ from transformers.cache_utils import DynamicCache
 
 from lade.cache import compact
 from lade.config import LookaheadConfig
+from lade.drafters import LookaheadWindow, NGramPool
 from lade.layout import additive_mask, build_layout, stack_layouts
-from lade.drafters import NGramPool
 from lade.tree import TokenTree
-from lade.drafters import LookaheadWindow
 from tiny_models import tiny_model
 
 

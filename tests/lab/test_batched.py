@@ -5,12 +5,20 @@ import pandas as pd
 import pytest
 import torch
 
-from lab.batched import (BATCH_COLUMNS, POOLED, check_rows, main, row_lengths, run_batched, spread_prompts,
-                         summarize_batches)
+from lab.batched import (
+    BATCH_COLUMNS,
+    POOLED,
+    check_rows,
+    main,
+    row_lengths,
+    run_batched,
+    spread_prompts,
+    summarize_batches,
+)
 from lab.methods import Method
 from lab.models import load_model
-from lab.prompts import SPEC_BENCH_TASKS, load_prompts
 from lab.plan import notebook_work
+from lab.prompts import SPEC_BENCH_TASKS, load_prompts
 from lab.results import load_results, save_results
 from lab.specs import model_entries, notebook_parameters
 from tiny_hub import save_tiny_chat_model

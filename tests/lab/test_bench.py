@@ -9,8 +9,8 @@ import torch
 import lade
 from lab.bench import ROW_COLUMNS, main, run_benchmark, summarize
 from lab.methods import Method, parse_config
-from lab.results import load_results, save_results
 from lab.models import load_model
+from lab.results import load_results, save_results
 from lab.runs import headline_for
 from tiny_hub import save_tiny_chat_model
 

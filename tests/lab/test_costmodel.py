@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lade.cost import HOST_S, LatencyProfile, step_latency
+from cost_data import REFERENCE
 from lab import calibration as cal
 from lab import costmodel as cm
 from lab import gpu_model as gm
 from lab import validation as vd
 from lab.specs import config_params
 from lab.stats import Z95
-from cost_data import REFERENCE
+from lade.cost import HOST_S, LatencyProfile, step_latency
 
 LOOKUP = cal.compression_lookup(REFERENCE)
 

@@ -6,9 +6,16 @@ import zipfile
 import pytest
 import torch
 
+from lab.models import (
+    GGUF_MEMBER,
+    MARKER,
+    ModelNotFoundError,
+    _extract_gguf,
+    load_model,
+    prepare_embedded_model,
+    verify_embedded_model,
+)
 from lab.prompts import encode_chat
-from lab.models import (GGUF_MEMBER, MARKER, ModelNotFoundError, _extract_gguf, load_model,
-                         prepare_embedded_model, verify_embedded_model)
 
 pytestmark = pytest.mark.slow
 

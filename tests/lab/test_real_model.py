@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import lade
-from lab.prompts import encode_chat, load_prompts
 from lab.models import load_model
+from lab.prompts import encode_chat, load_prompts
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,20 @@ import yaml
 
 from lab.models import locate_weights
 from lab.plan import estimate_seconds, hardware_row, missing_weights_message, notebook_work, resolve
+from lab.specs import (
+    DEFAULT_SPEC,
+    MULTI_MODEL_NOTEBOOKS,
+    SPEC_DIR,
+    ModelEntry,
+    SpecError,
+    known_notebooks,
+    load_spec,
+    model_entries,
+    notebook_parameters,
+    override_model,
+    single_entry,
+)
 from lab.workload import Work
-from lab.specs import (DEFAULT_SPEC, MULTI_MODEL_NOTEBOOKS, SPEC_DIR, ModelEntry, SpecError, known_notebooks,
-                            load_spec, model_entries, notebook_parameters, override_model, single_entry)
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted(SPEC_DIR.glob("*.yaml"))

@@ -2,11 +2,11 @@
 
 import re
 import sys
-import tomllib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]

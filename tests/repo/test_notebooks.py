@@ -19,12 +19,12 @@ import yaml
 
 papermill = pytest.importorskip("papermill")
 
-from lab.results import load_results  # noqa: E402
 from lab.experiments import RESULT_SCHEMAS  # noqa: E402
 from lab.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
 from lab.manifest import depends_on  # noqa: E402
 from lab.paths import REPO  # noqa: E402
 from lab.publish import STAMP, results_commit  # noqa: E402
+from lab.results import load_results  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {name: nb.figures for name, nb in MANIFEST.items()}  # notebook -> figures it must write
