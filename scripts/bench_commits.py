@@ -1,0 +1,106 @@
+"""Before/after a refactor: the same prompts and methods decoded by two checkouts of lade, request by request.
+
+    python scripts/bench_commits.py BEFORE_CHECKOUT AFTER_CHECKOUT [--n 4] [--tokens 96] [--out rows.json]
+
+Each checkout runs in its own worker process (one torch thread, linear layers packed, the embedded model); the
+coordinator sends every (prompt, method) to both, alternating which goes first, and waits for each answer before
+the next request, so the two never run at once and share the machine's state. It prints each pair's wall times,
+whether their outputs are identical, and per method the after/before wall-time ratio per prompt with its median.
+Make a checkout of a commit with `git worktree add --detach DIR COMMIT`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+METHODS = ("greedy", "4,5,5", "auto")
+
+
+def worker(model_path: str) -> None:
+    """Answer json requests {prompt, config, n} on stdin with {wall, tokens, out} on stdout."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import lade
+    from lade.cpu_linear import pack_cpu_linears
+
+    torch.set_num_threads(1)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    model = pack_cpu_linears(AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval())
+    print(json.dumps({"ready": lade.__file__}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        ids = tok.apply_chat_template([{"role": "user", "content": req["prompt"]}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)["input_ids"]  # [1, T]
+        start = time.perf_counter()
+        if req["config"] == "greedy":
+            out = model.generate(ids, max_new_tokens=req["n"], do_sample=False)
+        else:
+            config = "auto" if req["config"] == "auto" else lade.LookaheadConfig.from_label(req["config"])
+            out = lade.generate(model, ids, config, max_new_tokens=req["n"], do_sample=False)
+        wall = time.perf_counter() - start
+        new = out[0, ids.shape[1]:].tolist()
+        print(json.dumps({"wall": wall, "tokens": len(new), "out": new}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--n", type=int, default=4, help="prompts per set (MT-Bench and HumanEval)")
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    model = str(Path(os.environ.get("LADE_CACHE", REPO / ".cache")) / "models" / "SmolLM2-135M-Instruct")
+
+    def start(root: Path) -> subprocess.Popen:
+        env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+        proc = subprocess.Popen([sys.executable, __file__, "--worker", model], cwd=root, env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        print(root, proc.stdout.readline().strip(), flush=True)
+        return proc
+
+    def ask(proc: subprocess.Popen, request: dict) -> dict:
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    data = REPO / "data" / "prompts"
+    prompts = [json.loads(line)["turns"][0] for line in (data / "mt_bench.jsonl").open()][: args.n]
+    prompts += [json.loads(line)["prompt"] for line in (data / "humaneval.jsonl").open()][: args.n]
+    workers = {"before": start(args.before), "after": start(args.after)}
+    for proc in workers.values():  # untimed warm-up (and "auto"'s latency profile, measured or cached)
+        for method in METHODS:
+            ask(proc, {"prompt": prompts[0], "config": method, "n": 16})
+    rows = []
+    for i, prompt in enumerate(prompts):
+        for j, method in enumerate(METHODS):
+            order = ("before", "after") if (i + j) % 2 == 0 else ("after", "before")
+            answers = {v: ask(workers[v], {"prompt": prompt, "config": method, "n": args.tokens}) for v in order}
+            same = answers["before"]["out"] == answers["after"]["out"]
+            rows += [{"prompt": i, "method": method, "version": v, "same_output": same, "wall": answers[v]["wall"],
+                      "tokens": answers[v]["tokens"]} for v in order]
+            print(i, method, {v: round(answers[v]["wall"], 3) for v in order}, "same" if same else "DIFFERENT",
+                  flush=True)
+    for method in METHODS:
+        walls = {v: [r["wall"] for r in rows if r["method"] == method and r["version"] == v] for v in workers}
+        ratios = [a / b for a, b in zip(walls["after"], walls["before"])]
+        print(f"{method}: after/before wall time per prompt {[round(r, 3) for r in ratios]}, median "
+              f"{statistics.median(ratios):.3f}")
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2])
+    else:
+        main()
