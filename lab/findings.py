@@ -218,6 +218,7 @@ def _batch_predictions(curve: pd.DataFrame, model: str, task: str) -> str:
         lines.append(f"- {gpu}: {first.config} modelled {first.speedup:.2f}x [{first.speedup_low:.2f}, "
                      f"{first.speedup_high:.2f}] at batch {sizes[0]}, {last.speedup:.2f}x [{last.speedup_low:.2f}, "
                      f"{last.speedup_high:.2f}] at batch {sizes[-1]}; a batch-aware choice {drafts}")
+    return "\n".join(lines)
 
 
 def corpus(path: Path) -> str:
