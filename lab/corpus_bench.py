@@ -29,7 +29,7 @@ from .methods import Method
 from .prompts import PROMPT_DIR, EncodedPrompt, encode_prompt, load_prompts
 from .provenance import model_record, provenance
 
-FILL_BATCH = 8  # earlier requests decoded at once (plain batched greedy) to fill a corpus
+FILL_BATCH = 16  # earlier requests decoded at once (plain batched greedy) to fill a corpus
 TWO_TURNS = "mt_bench_two_turns"  # the frozen repeated-workload set (data/prompts/MANIFEST.json)
 CORPUS_COLUMNS = {
     "workload": "spec_bench (the corpus holds other questions of the task) or two_turns (turn 2 after turn 1)",
