@@ -25,14 +25,14 @@ from lab.manifest import depends_on  # noqa: E402
 from lab.paths import REPO  # noqa: E402
 from lab.publish import STAMP, results_commit  # noqa: E402
 from lab.results import load_results  # noqa: E402
-from lab.specs import SPEC_DIR, load_spec  # noqa: E402
+from lab.specs import DEFAULT_SPEC, load_spec  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {name: nb.figures for name, nb in MANIFEST.items()}  # notebook -> figures it must write
 RESULTS = {name: list(nb.results) for name, nb in MANIFEST.items()}  # notebook -> results files it must write
 DEPENDS_ON = {name: list(depends_on(name)) for name in MANIFEST if depends_on(name)}  # run after these
+DEFAULT_RUN = load_spec(DEFAULT_SPEC).notebooks  # notebooks committed with their outputs
 # beyond quick mode, to keep the suite short (CI's `./run_all.sh --quick` runs every Spec-Bench task)
-DEFAULT_RUN = load_spec(SPEC_DIR / "embedded-cpu.yaml").notebooks  # notebooks committed with their outputs
 SMALLER = {"07_spec_bench": {"categories": ["mt_bench", "math_reasoning"]}}
 
 
