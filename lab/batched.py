@@ -42,7 +42,7 @@ from lade.rows import left_pad
 
 from .agreement import EXACT_DTYPES, first_divergence
 from .bench import rotated
-from .methods import Method
+from .methods import Method, measure_row_profiles
 from .prompts import SPEC_BENCH_TASKS, encode_prompt, load_prompts
 from .provenance import model_record, provenance
 from .results import report
@@ -246,6 +246,8 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
     # 4 per set, batch size and batch: the methods side by side, their order rotating from batch to batch
     batches = [(size, k, encoded[start : start + size]) for encoded in prompts.values()
                for size in batch_sizes for k, start in enumerate(range(0, len(encoded), size))]
+    if latency is None:
+        measure_row_profiles(model, everything, [len(chunk) for _, _, chunk in batches])
     records = []
     for turn, (size, k, chunk) in enumerate(tqdm(batches, disable=not progress, desc="batches", unit="batch")):
         ids, mask = left_pad([p.ids for p in chunk], pad)  # [B, P], [B, P]

@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .agreement import first_divergence
-from .methods import Method, parse_config, reference_method
+from .methods import Method, measure_row_profiles, parse_config, reference_method
 from .prompts import EncodedPrompt, encode_prompt, load_prompts
 from .provenance import model_record, provenance
 from .results import report
@@ -135,6 +135,7 @@ def run_benchmark(
     counts, widest = _prompt_counts(prompt_sets, n_prompts, headline_prompts)
     # beam search resolves "auto" itself (lade.beams prices each beam step), so it stays "auto:TASK" there
     methods = [m.resolved(model) for m in methods] if num_beams == 1 else methods
+    measure_row_profiles(model, methods, [num_beams])  # one prompt's beams are a step's rows
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
                                   "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
                                   "num_beams": num_beams}

@@ -9,6 +9,7 @@ from typing import Any
 
 from lade.auto import auto_config
 from lade.config import LookaheadConfig
+from lade.cost import latency_profile
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,15 @@ class Method:
             return self
         task = self.lookahead.partition(":")[2]
         return Method(self.name, self.kind, auto_config(model, task=task, latency=latency), self.generate_kwargs)
+
+
+def measure_row_profiles(model, methods: Iterable[Method], rows: Iterable[int]) -> None:
+    """Measure (or load from the cache) the latency profiles of steps of each row count > 1 in `rows` (a batch's
+    rows, or beam search's beams), which "auto" prices several-row steps with (lade/handover.py), so that no timed
+    call measures one; nothing unless a method's lookahead is "auto" or "auto:TASK"."""
+    if any(isinstance(m.lookahead, str) for m in methods):
+        for count in sorted(set(rows) - {1}):
+            latency_profile(model, rows=count)
 
 
 def reference_method(names: Iterable[str]) -> str:

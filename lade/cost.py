@@ -42,9 +42,12 @@ from .tree import TokenTree
 from .user_cache import cache_dir
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
+BATCH_QS = (1, 2, 3, 4, 6, 8, 12, 16)  # tokens per row and step measured for a batch (profiles with rows > 1)
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
 SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to during the measurement
-HOST_S = 5e-4  # lookahead's per-step work outside the forward beyond plain decoding's, in seconds
+HOST_S = 2.5e-3  # a drafting row's work per step outside the forward beyond an undrafted row's, in seconds
+LOOP_S = 1.5e-3  # lade's work per row and step outside the forward beyond transformers' plain loop, in seconds
+# (both as scripts/host_cost.py measures them with the embedded model on a 2-core CPU; a faster host spends less)
 MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
 TASKS = ("chat", "code", "mixed")
 STEP_VERSION = 2  # bumped when a step's forward changes cost (v2: masked sdpa steps read grouped heads in place)
@@ -138,10 +141,10 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def device_key(model) -> str:
+def device_key(model, rows: int = 1) -> str:
     """What latency depends on: the model's name and shape, dtype, attention implementation, linear kernel (oneDNN
-    packed or not), device (and CPU threads), and how lade runs a step (STEP_VERSION: a cached profile of an older
-    step is measured again)."""
+    packed or not), device (and CPU threads), how lade runs a step (STEP_VERSION: a cached profile of an older
+    step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1)."""
     config = model.config.get_text_config(decoder=True)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -150,14 +153,14 @@ def device_key(model) -> str:
     packed = packed_linear_count(model)
     linears = f"|packed linears {packed}" if packed else ""
     return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"
-            f"|step v{STEP_VERSION}")
+            f"|step v{STEP_VERSION}" + (f"|rows {rows}" if rows > 1 else ""))
 
 
-def _measurement_call(model, generator: torch.Generator) -> ModelCall:
+def _measurement_call(model, generator: torch.Generator, rows: int = 1) -> ModelCall:
     """The call a real step goes through; an encoder-decoder model's decoder attends to a random encoded source."""
     if not model.config.is_encoder_decoder:
         return ModelCall(model, DynamicCache(config=model.config))
-    source = torch.randint(model.config.vocab_size, (1, SOURCE), generator=generator).to(model.device)  # [1, S]
+    source = torch.randint(model.config.vocab_size, (rows, SOURCE), generator=generator).to(model.device)  # [R, S]
     cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
     return EncoderDecoderCall(model, cache, "mask", model.get_encoder()(input_ids=source), None)
 
@@ -173,9 +176,11 @@ def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int
 
 
 @torch.inference_mode()
-def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEXT, repeats: int = 5) -> LatencyProfile:
+def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEXT, repeats: int = 5,
+                    rows: int = 1) -> LatencyProfile:
     """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens (both cut to
-    fit the model's position table).
+    fit the model's position table); rows > 1: steps of `rows` sequences feeding q tokens each, [rows, q], as a
+    batch (or the beams of beam search) feeds them.
 
     Each step goes through lade's own layout and model call (4-D mask, logical positions), so the times include
     what a real step pays; the q values are interleaved so machine noise hits them alike, and the fastest repeat is
@@ -185,34 +190,40 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
     qs, context = measurement_shape(model, qs, context)
     device = model.device
     generator = torch.Generator().manual_seed(0)
-    call = _measurement_call(model, generator)
-    prompt = torch.randint(model.config.vocab_size, (1, context), generator=generator).to(device)  # [1, C]
+    call = _measurement_call(model, generator, rows)
+    prompt = torch.randint(model.config.vocab_size, (rows, context), generator=generator).to(device)  # [R, C]
     call.prefill(prompt)
+    first = torch.full((rows,), context, device=device)  # [R]
     times: dict[int, list[float]] = {q: [] for q in qs}
     for round_ in range(repeats + 1):
         for q in qs:
-            window = prompt[:, : q - 1]  # [1, q-1]: one level, so the step feeds q tokens
-            batch = stack_layouts([build_layout(int(prompt[0, -1]), window, TokenTree([]), device)])
+            # each row one window level of q - 1 tokens, so the step feeds [rows, q]
+            batch = stack_layouts([build_layout(int(prompt[r, -1]), prompt[r : r + 1, : q - 1], TokenTree([]), device)
+                                   for r in range(rows)])
             synchronize(device)
             start = time.perf_counter()
-            call.step(batch, torch.tensor([context], device=device), context, None)
+            call.step(batch, first, context, None)
             synchronize(device)
             if round_:
                 times[q].append(time.perf_counter() - start)
             crop(call.cache, context)  # drop the step's KV again
-    return LatencyProfile(device_key(model), context, tuple(qs), tuple(min(times[q]) for q in qs))
+    return LatencyProfile(device_key(model, rows), context, tuple(qs), tuple(min(times[q]) for q in qs))
 
 
 def latency_profile(model, cache: Path | None = None, refresh: bool = False,
-                    measure: Callable[..., LatencyProfile] = measure_latency, **measure_kwargs) -> LatencyProfile:
+                    measure: Callable[..., LatencyProfile] = measure_latency, rows: int = 1,
+                    **measure_kwargs) -> LatencyProfile:
     """The model's latency profile, measured once (`measure(model, **measure_kwargs)`) and cached in
-    `<lade cache>/cost/latency-<hash>.json`.
+    `<lade cache>/cost/latency-<hash>.json`. rows > 1: the profile of steps of `rows` sequences (measured with
+    rows=rows at the step sizes BATCH_QS unless qs= is given), cached beside it.
 
     Caching is best effort and never stops decoding: a cache file that is not a usable profile of this model and
     device (damaged, edited, not a regular file) is ignored and measured again, a cache that cannot be written keeps
     the measured profile in memory for this process; either gives one warning naming the file and the reason."""
-    key = device_key(model)
-    path = profile_path(model, cache)
+    key = device_key(model, rows)
+    path = profile_path(model, cache, rows)
+    if rows > 1:
+        measure_kwargs = {"qs": BATCH_QS, **measure_kwargs, "rows": rows}
     if not refresh and path in _IN_MEMORY:
         return _IN_MEMORY[path]
     problems = []
@@ -248,9 +259,10 @@ def latency_profile(model, cache: Path | None = None, refresh: bool = False,
     return profile
 
 
-def profile_path(model, cache: Path | None = None) -> Path:
+def profile_path(model, cache: Path | None = None, rows: int = 1) -> Path:
     """Where the model's latency profile is cached: `<cache or lade's>/cost/latency-<hash of device_key>.json`."""
-    return (cache or cache_dir()) / "cost" / f"latency-{hashlib.sha1(device_key(model).encode()).hexdigest()[:16]}.json"
+    digest = hashlib.sha1(device_key(model, rows).encode()).hexdigest()[:16]
+    return (cache or cache_dir()) / "cost" / f"latency-{digest}.json"
 
 
 def read_profile(path: Path) -> LatencyProfile | None:

@@ -16,7 +16,7 @@ from transformers.cache_utils import Cache
 from transformers.generation.logits_process import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
-from .auto import resolve_config
+from .auto import auto_task, resolve_config
 from .batch_scores import batch_outputs
 from .beams import beam_config, beam_generate, logits_width
 from .cache import crop, new_cache, self_attention_cache
@@ -29,6 +29,7 @@ from .drafters import RowContext, make_drafter
 from .drafters.allocation import StepSizer
 from .drafters.step_cost import StepCost
 from .encoder_decoder import EncoderDecoderCall
+from .handover import drafts_can_pay, learned_rows, plain_generate
 from .loop import Run, decode
 from .model_call import ModelCall
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
@@ -98,7 +99,18 @@ def lookahead_generate(
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         latency = _drafting_latency(model, config, requested, lookahead_latency, beams)
+        task = auto_task(requested)
+        plain = task is not None and lookahead_strategy is None and \
+            not drafts_can_pay(model, input_ids.shape[0], task, lookahead_latency)  # rows: B, or B * k beams
     check_corpus_draft(corpus, config)
+    if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
+        if streamer is not None and not prompt_streamed:
+            streamer.put(input_ids.cpu())
+        out = plain_generate(model, beams, input_ids, processors, stopping_criteria, gen,
+                             bool(synced_gpus or caller.get("synced_gpus")), streamer, model_kwargs)
+        for tokens in learned_rows(out, input_ids.shape[1], pads, gen) if corpus is not None else ():
+            corpus.add(tokens)
+        return out
     if corpus is not None:
         corpus.bind(logits_width(model), model.config.model_type)
 

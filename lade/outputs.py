@@ -27,6 +27,7 @@ class LookaheadStats:
     total_time_s: float = 0.0
     last_forward_s: float = 0.0  # the latest forward's time
     tree_nodes: list[int] = field(default_factory=list)  # draft nodes each steady step fed (a row's stats)
+    handed_over: bool = False  # "auto" ran the whole call through transformers' plain loop (lade/handover.py)
 
     @property
     def steps(self) -> int:
@@ -66,6 +67,7 @@ class LookaheadStats:
             "steps": self.steps, "new_tokens": self.new_tokens, "compression": self.compression,
             "forward_time_s": self.forward_time_s, "total_time_s": self.total_time_s,
             "host_share": self.host_share, "accepted_per_step": list(self.accepted_per_step),
+            "handed_over": self.handed_over,
         }
 
 

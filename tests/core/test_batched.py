@@ -224,15 +224,18 @@ def test_batched_sampling_is_lossless_per_row():
 
 
 def test_auto_config_decodes_a_padded_batch(tmp_path, monkeypatch):
-    """lookahead_config="auto" resolves with the model in hand for a batch as for one prompt (measured once, cached),
-    and the batch still decodes exactly."""
+    """lookahead_config="auto" resolves with the model in hand for a batch as for one prompt (measured once, cached,
+    with the profile of two-row steps that prices whether drafts can pay for the batch: lade/handover.py), and the
+    batch still decodes exactly."""
     monkeypatch.setenv("LADE_CACHE", str(tmp_path))
     model = tiny_model("llama", "sdpa")
     ids, mask = left_pad([random_prompt(70, length=20)[0], random_prompt(71, length=8)[0]])
     kw = dict(GREEDY, eos_token_id=None)
     out = lade.generate(model, ids, "auto", attention_mask=mask, **kw)
     assert torch.equal(out, model.generate(ids, attention_mask=mask, **kw))
-    assert len(list((tmp_path / "cost").glob("latency-*.json"))) == 1
+    assert len(list((tmp_path / "cost").glob("latency-*.json"))) == 2
+    lade.generate(model, ids, "auto", attention_mask=mask, **kw)
+    assert len(list((tmp_path / "cost").glob("latency-*.json"))) == 2  # both from the cache
 
 
 @pytest.mark.parametrize("spelling", ["lade.generate", "model.generate"])

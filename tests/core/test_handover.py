@@ -1,0 +1,106 @@
+""""auto" with several rows per step hands the whole call to transformers' own loop where no draft is priced to pay
+(lade/handover.py): the output is plain generate's, the stats say so, and nothing else hands over. Latency models are
+injected (lookahead_latency=): STEEP prices wide batched steps dear, FREE makes them nearly free."""
+
+import pytest
+import torch
+
+import lade
+from lade.cost import device_key, latency_profile, profile_path
+from lade.handover import drafts_can_pay
+from tiny_models import COMMON, random_prompt, tiny_model
+from tiny_seq2seq import tiny_seq2seq
+
+PAD = COMMON["pad_token_id"]
+GREEDY = dict(do_sample=False, max_new_tokens=24, pad_token_id=PAD)
+FREE = lambda q: 1.0 + 1e-4 * q  # noqa: E731
+STEEP = lambda q: 1.0 + 0.5 * q  # noqa: E731
+
+
+def batch(rows=3):
+    return lade.left_pad([random_prompt(s, length=12 + 5 * s)[0] for s in range(1, rows + 1)], PAD)
+
+
+def both(model, ids, mask, config, latency, **kw):
+    kw = {**GREEDY, **kw}
+    plain = model.generate(ids, attention_mask=mask, return_dict_in_generate=True, output_scores=True, **kw)
+    out = lade.generate(model, ids, config, lookahead_latency=latency, attention_mask=mask,
+                        return_dict_in_generate=True, output_scores=True, **kw)
+    return plain, out
+
+
+def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
+    model = tiny_model()
+    assert drafts_can_pay(model, 1, "mixed", STEEP)
+    assert drafts_can_pay(model, 4, "mixed", FREE)
+    assert not drafts_can_pay(model, 4, "mixed", STEEP)
+
+
+@pytest.mark.parametrize("eos", [None, 7])
+def test_a_batch_where_drafts_cannot_pay_runs_plain_generate(eos):
+    model = tiny_model()
+    ids, mask = batch()
+    plain, out = both(model, ids, mask, "auto", STEEP, eos_token_id=eos)
+    assert torch.equal(out.sequences, plain.sequences)
+    assert len(out.scores) == len(plain.scores)
+    for a, b in zip(plain.scores, out.scores):
+        assert torch.equal(a, b)
+    assert out.lookahead_stats.handed_over and all(s.handed_over for s in out.row_stats)
+    new = out.sequences[:, ids.shape[1] :]
+    for row, stats in zip(new, out.row_stats):
+        hits = (row == eos).nonzero() if eos is not None else []
+        expected = int(hits[0, 0]) + 1 if len(hits) else new.shape[1]
+        assert stats.steps == stats.new_tokens == expected  # one token per forward
+    assert out.lookahead_stats.new_tokens == sum(s.new_tokens for s in out.row_stats)
+
+
+def test_a_batch_where_drafts_pay_and_explicit_configs_never_hand_over():
+    model = tiny_model()
+    ids, mask = batch()
+    explicit = lade.LookaheadConfig(window_size=2, ngram_size=3, guess_set_size=2)
+    for config, latency in (("auto", FREE), (explicit, None)):
+        plain, out = both(model, ids, mask, config, latency)
+        assert torch.equal(out.sequences, plain.sequences)
+        assert not out.lookahead_stats.handed_over
+
+
+def test_one_sequence_never_hands_over():
+    model = tiny_model()
+    ids = random_prompt(3, length=30)
+    plain, out = both(model, ids, torch.ones_like(ids), "auto", STEEP)
+    assert torch.equal(out.sequences, plain.sequences)
+    assert not out.lookahead_stats.handed_over
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder-decoder"])
+def test_beam_search_hands_over_to_plain_beam_search(arch):
+    model = tiny_model() if arch == "decoder" else tiny_seq2seq()
+    ids = random_prompt(2, length=20)
+    kw = dict(num_beams=4, num_return_sequences=2, do_sample=False, max_new_tokens=12)
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), return_dict_in_generate=True,
+                           output_scores=True, **kw)
+    out, stats = lade.generate(model, ids, "auto", lookahead_latency=STEEP, return_stats=True,
+                               return_dict_in_generate=True, output_scores=True, **kw)
+    assert torch.equal(out.sequences, plain.sequences) and torch.equal(out.beam_indices, plain.beam_indices)
+    assert torch.equal(out.sequences_scores, plain.sequences_scores)
+    assert stats.handed_over
+    assert torch.equal(lade.generate(model, ids, "auto", lookahead_latency=STEEP, **kw), plain.sequences)
+
+
+def test_a_corpus_learns_a_handed_over_call():
+    model = tiny_model()
+    ids, mask = batch()
+    corpus = lade.Corpus()
+    lade.generate(model, ids, "auto", lookahead_latency=STEEP, attention_mask=mask, corpus=corpus,
+                  **{**GREEDY, "eos_token_id": None})
+    assert corpus.requests == ids.shape[0]
+    assert len(corpus) == int(mask.sum()) + ids.shape[0] * GREEDY["max_new_tokens"]  # prompts unpadded, every output
+
+
+def test_batch_profiles_are_measured_and_cached_per_row_count(tmp_path):
+    model = tiny_model()
+    one = latency_profile(model, tmp_path, qs=(1, 2), context=8, repeats=1)
+    three = latency_profile(model, tmp_path, rows=3, qs=(1, 2), context=8, repeats=1)
+    assert three.key == device_key(model, 3) != one.key == device_key(model)
+    assert profile_path(model, tmp_path, 3) != profile_path(model, tmp_path)
+    assert latency_profile(model, tmp_path, rows=3) == three  # from the cache
