@@ -26,7 +26,7 @@ from .beam_state import BeamSearch
 from .cache import compact
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
-from .cost import MIN_SPEEDUP
+from .cost import HOST_S, MIN_SPEEDUP
 from .drafters.pool import NGramPool
 from .drafters.recycling import AdjacencyTable
 from .layout import StepLayout, stack_layouts
@@ -43,18 +43,19 @@ EXPLORE = 8  # plain steps in a row after which a drafted step is fed anyway, to
 
 @dataclass
 class BeamPricing:
-    """Whether a drafted beam step pays: it costs latency(rows * q) for the rows' [last token | tree] of q tokens
-    each and replays `replayed` beam search steps on average (a running mean over drafted steps); a plain beam step
-    costs latency(rows) and replays one."""
+    """Whether a drafted beam step pays: the rows' [last token | tree] of q tokens each cost latency(q) plus the
+    drafting rows' host work, and replay `replayed` beam search steps on average (a running mean over drafted steps);
+    a plain beam step costs latency(1) and replays one."""
 
-    latency: Callable[[float], float]  # q -> seconds of a q-token forward
+    latency: Callable[[float], float]  # q -> seconds of a step of every beam row feeding q tokens
+    host_s: float = 0.0  # the drafting rows' work outside the forward, per step
     replayed: float = PRIOR_REPLAYED
     plain_in_a_row: int = 0
 
-    def drafts_pay(self, rows: int, q: int) -> bool:
+    def drafts_pay(self, q: int) -> bool:
         if self.plain_in_a_row >= EXPLORE:
             return True
-        return self.replayed / self.latency(rows * q) > MIN_SPEEDUP / self.latency(rows)
+        return self.replayed / (self.latency(q) + self.host_s) > MIN_SPEEDUP / self.latency(1)
 
     def observe(self, drafted: bool, replayed: int) -> None:
         if drafted:
@@ -104,12 +105,13 @@ def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[in
                   attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None,
                   latency: Callable[[float], float] | None = None):
     """input_ids: [N, P] (N = B * k, each left-padded prompt repeated k times, attention_mask [N, P] or None);
-    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); latency: prices every step
-    ("auto"), None drafts every step -> what plain beam search returns."""
+    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); latency: q -> seconds of a step of
+    all N rows feeding q tokens each, which prices every step ("auto"); None drafts every step -> what plain beam
+    search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
     table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
-    pricing = BeamPricing(latency) if latency is not None else None
+    pricing = BeamPricing(latency, len(input_ids) * HOST_S) if latency is not None else None
     run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
                   pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
@@ -138,7 +140,7 @@ def step(run: BeamRun) -> int:
              for r in range(len(running))]
     layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     drafted = layouts[0].size > 1
-    if drafted and run.pricing is not None and not run.pricing.drafts_pay(len(trees), layouts[0].size):
+    if drafted and run.pricing is not None and not run.pricing.drafts_pay(layouts[0].size):
         trees, drafted = [TokenTree([])] * len(trees), False
         layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     batch = stack_layouts(layouts)

@@ -29,7 +29,7 @@ from .drafters import RowContext, make_drafter
 from .drafters.allocation import StepSizer
 from .drafters.step_cost import StepCost
 from .encoder_decoder import EncoderDecoderCall
-from .handover import drafts_can_pay, learned_rows, plain_generate
+from .handover import drafts_can_pay, learned_rows, plain_generate, rows_latency
 from .loop import Run, decode
 from .model_call import ModelCall
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
@@ -98,7 +98,7 @@ def lookahead_generate(
                            allowed=strategy.accepts),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
-        latency = _drafting_latency(model, config, requested, lookahead_latency, beams)
+        latency = _drafting_latency(model, config, requested, lookahead_latency, input_ids.shape[0] if beams else 0)
         task = auto_task(requested)
         plain = task is not None and lookahead_strategy is None and \
             not drafts_can_pay(model, input_ids.shape[0], task, lookahead_latency)  # rows: B, or B * k beams
@@ -152,14 +152,14 @@ def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None
 
 
 def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None,
-                      beams: bool = False) -> Callable[[float], float] | None:
-    """The latency model adaptive drafts (and "auto" beam search) plan with: the one passed in, else the model's
-    measured profile."""
+                      beam_rows: int = 0) -> Callable[[float], float] | None:
+    """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile. "auto"
+    beam search (beam_rows: its B * k rows) prices its steps of all rows with `rows_latency`."""
     if latency is not None and not config.adaptive and not isinstance(requested, str):
         raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
                          f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
-    if beams:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
-        return (latency if latency is not None else latency_profile(model)) if isinstance(requested, str) else None
+    if beam_rows:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
+        return rows_latency(model, beam_rows, latency) if isinstance(requested, str) else None
     if not (config.adaptive and config.enabled):
         return None
     return latency if latency is not None else latency_profile(model)
