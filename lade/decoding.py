@@ -124,7 +124,7 @@ def lookahead_generate(
     rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency, corpus)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
     run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device,
-               _sizer(config, latency, rows))
+               _sizer(model, config, latency, lookahead_latency, rows))
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
@@ -165,12 +165,22 @@ def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callab
     return latency if latency is not None else latency_profile(model)
 
 
-def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None, rows: list[Row]) -> StepSizer | None:
+def _sizer(model, config: LookaheadConfig, latency: Callable[[float], float] | None,
+           given: Callable[[float], float] | None, rows: list[Row]) -> StepSizer | None:
     """Adaptive drafters that rank their nodes (`offer`) are sized together, for the whole batch's step; None where
-    drafts are not adaptive or a drafter plans its own steps."""
+    drafts are not adaptive or a drafter plans its own steps. A batch's step of q tokens in all is priced as a step of
+    its B rows feeding q / B tokens each (`rows_latency`: the measured profile of B-row steps, or the `given` latency
+    model at q tokens)."""
     if latency is None or not all(hasattr(row.drafter, "offer") for row in rows):
         return None
+    if len(rows) > 1:
+        latency = _over_rows(rows_latency(model, len(rows), given), len(rows))
     return StepSizer(StepCost(latency, HOST_S), getattr(config.draft_options, "correct_latency", True))
+
+
+def _over_rows(per_row: Callable[[float], float], count: int) -> Callable[[float], float]:
+    """q tokens over all `count` rows of a step -> seconds, from `per_row` (tokens per row -> seconds)."""
+    return lambda q: per_row(q / count)
 
 
 def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
