@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
+from scipy.optimize import nnls
 
 from lade.config import LookaheadConfig
 from lade.cost import HOST_S, prior_table
@@ -27,6 +28,7 @@ from lade.cost import HOST_S, prior_table
 from .costmodel import gpus
 from .manifest import NOTEBOOKS, run_order
 from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
+from .paths import results_dir
 from .specs import (
     ModelEntry,
     Spec,
@@ -113,10 +115,12 @@ def notebook_work(notebook: str, p: dict[str, Any], entry: ModelEntry) -> list[W
 
 # ---- the time estimate (one function to swap) ---------------------------------------------------------------------
 
-# Achieved rates of the 2-core CPU we develop on (SmolLM2-135M fp32, 2 threads), fitted by least squares to the greedy
-# rows of the default run, linear layers packed (wall = prompt tokens x 1.5 ms + new tokens x 49 ms: 0.54 GB of
-# weights per token at 11 GB/s, 2 x 135M FLOPs per prompt token at 0.18 TFLOP/s).
+# Achieved rates of a 2-core CPU (SmolLM2-135M fp32, 2 threads, linear layers packed) where no committed results price
+# the machine (`cpu_row`): wall = prompt tokens x 1.5 ms + new tokens x 49 ms, i.e. 0.54 GB of weights per token at
+# 11 GB/s and 2 x 135M FLOPs per prompt token at 0.18 TFLOP/s.
 CPU_ROW = {"peak_tflops": 0.18, "bandwidth_gbs": 11.0}
+FIT_RESULTS = ("mt_bench.jsonl", "humaneval.jsonl", "gsm8k.jsonl")  # single-sequence greedy rows cpu_row fits
+FIT_MODEL = "SmolLM2-135M-Instruct"
 GPU_EFFICIENCY = (0.5, 0.8)  # achieved share of datasheet FLOP/s and bandwidth (notebook 04's assumption)
 # Per-forward framework overhead on a GPU (kernel launches, Python): the blog's greedy baselines on an A100 (7B 42,
 # 13B 32, 34B 19 tok/s: 24 / 31 / 53 ms per token) exceed the roofline (8 / 16 / 42 ms) by 11-16 ms.
@@ -126,10 +130,27 @@ NOTEBOOK_OVERHEAD_S = 20.0  # kernel start, imports, figures
 LOAD_BYTES_PER_S = 1e9  # reading weights from disk
 
 
-def hardware_row(hardware: str) -> dict[str, float]:
-    """Achieved peak FLOP/s and bandwidth of 'cpu' or a data/gpus.csv GPU class."""
-    if hardware == "cpu":
+def cpu_row(results: Path | None = None) -> dict[str, float]:
+    """Achieved FLOP/s and bandwidth of the CPU that produced the committed results (`results`: data/results): wall =
+    prompt tokens x a + new tokens x b fitted by non-negative least squares to their fp32 greedy rows of the embedded
+    model (b: one token's weight reads, a: a prompt token's 2 x params FLOPs), so --plan prices a run on that
+    machine; CPU_ROW where there are fewer than three such rows."""
+    folder = results or results_dir()
+    frames = [pd.read_json(folder / name, lines=True) for name in FIT_RESULTS if (folder / name).is_file()]
+    rows = pd.concat(frames) if frames else pd.DataFrame(columns=["method", "dtype", "model"])
+    rows = rows[(rows["method"] == "greedy") & (rows["dtype"] == "float32") & (rows["model"] == FIT_MODEL)]
+    if len(rows) < 3:
         return CPU_ROW
+    (a, b), _ = nnls(rows[["prompt_tokens", "new_tokens"]].to_numpy(float), rows["wall_s"].to_numpy(float))
+    params = config_params("embedded") or parse_size("135M")
+    return {"peak_tflops": 2 * params / a / 1e12 if a > 0 else CPU_ROW["peak_tflops"],
+            "bandwidth_gbs": params * 4 / b / 1e9 if b > 0 else CPU_ROW["bandwidth_gbs"]}
+
+
+def hardware_row(hardware: str) -> dict[str, float]:
+    """Achieved peak FLOP/s and bandwidth of 'cpu' (`cpu_row`) or a data/gpus.csv GPU class."""
+    if hardware == "cpu":
+        return cpu_row()
     known = gpus()
     if hardware not in known:
         raise SpecError(f"hardware {hardware!r}: use 'cpu' or a GPU of data/gpus.csv: {list(known)}")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -265,3 +266,20 @@ def test_plan_with_the_weights_present_exits_zero(tmp_path):
                    env={"LADE_MODELS": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert "MISSING" not in done.stdout and " NO " not in done.stdout and "present" in done.stdout
+
+
+def test_the_cpu_is_priced_from_the_committed_greedy_rows(tmp_path):
+    """--plan prices a CPU run at the rates the committed results were measured at (a least-squares fit of their fp32
+    greedy rows of the embedded model), and at CPU_ROW where there are none."""
+    from lab.plan import CPU_ROW, FIT_MODEL, cpu_row
+    from lab.specs import config_params, parse_size
+
+    assert cpu_row(tmp_path) == CPU_ROW
+    rows = [{"model": FIT_MODEL, "dtype": "float32", "method": method, "prompt_tokens": p, "new_tokens": n,
+             "wall_s": 0.002 * p + 0.1 * n + (5.0 if method != "greedy" else 0.0)}
+            for p, n in [(50, 128), (200, 128), (120, 64), (80, 32)] for method in ("greedy", "lade-auto")]
+    pd.DataFrame(rows).to_json(tmp_path / "mt_bench.jsonl", orient="records", lines=True)
+    params = config_params("embedded") or parse_size("135M")
+    row = cpu_row(tmp_path)
+    assert row["bandwidth_gbs"] == pytest.approx(params * 4 / 0.1 / 1e9)
+    assert row["peak_tflops"] == pytest.approx(2 * params / 0.002 / 1e12)
