@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable
 
@@ -98,10 +99,10 @@ def lookahead_generate(
                            allowed=strategy.accepts),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
-        latency = _drafting_latency(model, config, requested, lookahead_latency, input_ids.shape[0] if beams else 0)
-        task = auto_task(requested)
-        plain = task is not None and lookahead_strategy is None and \
-            not drafts_can_pay(model, input_ids.shape[0], task, lookahead_latency)  # rows: B, or B * k beams
+        n, task = input_ids.shape[0], auto_task(requested)  # rows per step: B, or B * k beams
+        multi = functools.cache(lambda: rows_latency(model, n, lookahead_latency))  # [n, q] steps, loaded once
+        latency = _drafting_latency(model, config, requested, lookahead_latency, multi if beams else None)
+        plain = task is not None and lookahead_strategy is None and n > 1 and not drafts_can_pay(multi(), n, task)
     check_corpus_draft(corpus, config)
     if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
         if streamer is not None and not prompt_streamed:
@@ -124,7 +125,7 @@ def lookahead_generate(
     rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency, corpus)
     call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
     run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device,
-               _sizer(model, config, latency, lookahead_latency, rows))
+               _sizer(config, latency, multi, rows))
     if streamer is not None and not prompt_streamed:
         streamer.put(input_ids.cpu())
 
@@ -152,29 +153,30 @@ def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None
 
 
 def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None,
-                      beam_rows: int = 0) -> Callable[[float], float] | None:
+                      beam_rows: Callable[[], Callable[[float], float]] | None = None
+                      ) -> Callable[[float], float] | None:
     """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile. "auto"
-    beam search (beam_rows: its B * k rows) prices its steps of all rows with `rows_latency`."""
+    beam search (beam_rows: the latency model of steps of all its B * k rows, `rows_latency`) prices its steps with
+    beam_rows()."""
     if latency is not None and not config.adaptive and not isinstance(requested, str):
         raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
                          f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
-    if beam_rows:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
-        return rows_latency(model, beam_rows, latency) if isinstance(requested, str) else None
+    if beam_rows is not None:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
+        return beam_rows() if isinstance(requested, str) else None
     if not (config.adaptive and config.enabled):
         return None
     return latency if latency is not None else latency_profile(model)
 
 
-def _sizer(model, config: LookaheadConfig, latency: Callable[[float], float] | None,
-           given: Callable[[float], float] | None, rows: list[Row]) -> StepSizer | None:
+def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None,
+           batch_rows: Callable[[], Callable[[float], float]], rows: list[Row]) -> StepSizer | None:
     """Adaptive drafters that rank their nodes (`offer`) are sized together, for the whole batch's step; None where
     drafts are not adaptive or a drafter plans its own steps. A batch's step of q tokens in all is priced as a step of
-    its B rows feeding q / B tokens each (`rows_latency`: the measured profile of B-row steps, or the `given` latency
-    model at q tokens)."""
+    its B rows feeding q / B tokens each (batch_rows(): the latency model of B-row steps, `rows_latency`)."""
     if latency is None or not all(hasattr(row.drafter, "offer") for row in rows):
         return None
     if len(rows) > 1:
-        latency = _over_rows(rows_latency(model, len(rows), given), len(rows))
+        latency = _over_rows(batch_rows(), len(rows))
     return StepSizer(StepCost(latency, HOST_S), getattr(config.draft_options, "correct_latency", True))
 
 

@@ -38,12 +38,12 @@ def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> 
     return latency_profile(model, rows=rows)
 
 
-def drafts_can_pay(model, rows: int, task: str, latency: Callable[[float], float] | None = None) -> bool:
+def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str) -> bool:
     """Whether any prior lookahead config is predicted to gain MIN_SPEEDUP at steps of `rows` rows (always True for
-    one row). latency: see `rows_latency`."""
+    one row), priced by rows_model (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`)."""
     if rows <= 1:
         return True
-    return choose_config(rows_latency(model, rows, latency), task, host_s=rows * (HOST_S + LOOP_S)).enabled
+    return choose_config(rows_model, task, host_s=rows * (HOST_S + LOOP_S)).enabled
 
 
 def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor, stopping_criteria,
@@ -57,7 +57,8 @@ def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor
     if not gen.return_dict_in_generate:
         return out
     new = out.sequences[:, input_ids.shape[1] :]  # [B * num_return_sequences, T]
-    rows = [_plain_stats(n) for n in _row_lengths(new, eos_token_tensor(gen))]
+    lengths = _row_lengths(new, eos_token_tensor(gen))
+    rows = [_plain_stats(n) for n in lengths]
     fields = dict(out.items())
     if beams:
         output_type = LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else \
@@ -66,7 +67,7 @@ def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor
     output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
     batch = LookaheadStats(handed_over=True)
     for t in range(new.shape[1]):
-        batch.record_step(sum(n > t for n in (s.new_tokens for s in rows)))
+        batch.record_step(sum(n > t for n in lengths))
     return output_type(**fields, lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
 
 

@@ -7,7 +7,7 @@ import torch
 
 import lade
 from lade.cost import device_key, latency_profile, profile_path
-from lade.handover import drafts_can_pay
+from lade.handover import drafts_can_pay, rows_latency
 from tiny_models import COMMON, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -31,9 +31,9 @@ def both(model, ids, mask, config, latency, **kw):
 
 def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
     model = tiny_model()
-    assert drafts_can_pay(model, 1, "mixed", STEEP)
-    assert drafts_can_pay(model, 4, "mixed", FREE)
-    assert not drafts_can_pay(model, 4, "mixed", STEEP)
+    assert drafts_can_pay(rows_latency(model, 1, STEEP), 1, "mixed")
+    assert drafts_can_pay(rows_latency(model, 4, FREE), 4, "mixed")
+    assert not drafts_can_pay(rows_latency(model, 4, STEEP), 4, "mixed")
 
 
 @pytest.mark.parametrize("eos", [None, 7])
