@@ -205,7 +205,8 @@ def test_plan_counts_the_headline_prompts_and_the_parallelism_prompts():
     n_prompts; the parallelism runs of notebook 03 on parallel_prompts per set."""
     [entry] = model_entries("embedded", [], [], "auto", "02_humaneval_speedup")
     p = notebook_parameters("02_humaneval_speedup") | {"n_prompts": 4, "gsm8k_prompts": 2,
-                                                       "headline_prompts": {"humaneval": 30, "gsm8k": 9}}
+                                                       "headline_prompts": {"humaneval": 30, "gsm8k": 9},
+                                                       "baselines": ["auto", "pld"]}
     counts = {(w.dataset, w.method): w.prompts for w in notebook_work("02_humaneval_speedup", p, entry)}
     assert counts[("humaneval", "greedy")] == counts[("humaneval", "lade-auto")] == 30
     assert counts[("gsm8k", "greedy")] == counts[("gsm8k", "lade-auto")] == 9
