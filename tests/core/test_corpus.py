@@ -23,7 +23,8 @@ STEEP = lambda q: 1.0 + 0.01 * q  # noqa: E731 - a latency model: extra tokens a
 CONFIGS = {
     "retrieval": lade.LookaheadConfig(draft="retrieval", step_budget=12),
     "merged": lade.LookaheadConfig(draft="merged", step_budget=16, window_size=3, ngram_size=3, guess_set_size=3),
-    "corpus": lade.LookaheadConfig(draft="corpus", step_budget=16, adaptive=True),
+    "corpus": lade.LookaheadConfig(draft="corpus", step_budget=16, adaptive=True,
+                                   draft_options=dict(correct_latency=False)),  # plans with STEEP alone
     "auto": "auto",
 }
 
