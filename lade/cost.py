@@ -73,8 +73,10 @@ class LatencyProfile:
     def __call__(self, q: float) -> float:
         """Latency of a q-token step: linear interpolation, linear extrapolation past the last measured q with the
         last segment's slope, never negative (a last time that dips, as noise or a kernel change can make it, must
-        not extrapolate to zero or negative latency)."""
-        qs, s = np.asarray(self.qs, dtype=float), np.asarray(self.seconds, dtype=float)
+        not extrapolate to zero or negative latency). Non-decreasing in q: a time above a wider step's counts as
+        that step's (priced as cheaper than measured, a narrow step never makes drafting look free)."""
+        qs = np.asarray(self.qs, dtype=float)
+        s = np.minimum.accumulate(np.asarray(self.seconds, dtype=float)[::-1])[::-1]  # [len(qs)] suffix minimum
         if q > qs[-1] and len(qs) > 1:
             return float(s[-1] + (q - qs[-1]) * max(0.0, (s[-1] - s[-2]) / (qs[-1] - qs[-2])))
         return float(np.interp(q, qs, s))

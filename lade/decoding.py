@@ -102,7 +102,8 @@ def lookahead_generate(
         n, task = input_ids.shape[0], auto_task(requested)  # rows per step: B, or B * k beams
         multi = functools.cache(lambda: rows_latency(model, n, lookahead_latency))  # [n, q] steps, loaded once
         latency = _drafting_latency(model, config, requested, lookahead_latency, multi if beams else None)
-        plain = task is not None and lookahead_strategy is None and n > 1 and not drafts_can_pay(multi(), n, task)
+        plain = task is not None and lookahead_strategy is None and n > 1 and \
+            not drafts_can_pay(multi(), n, task, config.step_budget if beams else None)
     check_corpus_draft(corpus, config)
     if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
         if streamer is not None and not prompt_streamed:

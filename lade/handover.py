@@ -5,7 +5,10 @@ A step of R rows feeding q tokens each costs what the device takes for an [R, q]
 shared by its rows, so drafting is dearer than for one sequence. And lade's loop does more host work per row and step
 than transformers' plain loop. So before any forward, "auto" with R > 1 prices every prior config with the model's
 latency profile of R-row steps and lade's host work per row and step, HOST_S + LOOP_S (lade.cost.choose_config, the
-rule auto uses for one sequence). When none gains MIN_SPEEDUP, the call runs through transformers' own loop
+rule auto uses for one sequence), at the compression expected of the batch's slowest row (`slowest_row_prior`: a
+ragged batch steps until its slowest row is done, and a step of fewer rows costs nearly as much as a full one). Beam
+search prices a step drafting the full tree under every beam at the replay expected before any was observed
+(lade.beams.BeamPricing). When none gains MIN_SPEEDUP, the call runs through transformers' own loop
 (`_sample` or `_beam_search`, what `model.generate` runs), so "auto" is not priced slower than plain decoding. One
 sequence never hands over: its plain steps take the model's plain decoding path, and its adaptive drafts are sized
 step by step.
@@ -13,13 +16,16 @@ step by step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 
 import torch
 from transformers import GenerationConfig
 
+from .beams import BeamPricing
 from .compat import eos_token_tensor
 from .cost import HOST_S, LOOP_S, choose_config, latency_profile
+from .cost_prior import PRIOR
 from .outputs import (
     LookaheadBeamDecoderOnlyOutput,
     LookaheadBeamEncoderDecoderOutput,
@@ -38,12 +44,26 @@ def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> 
     return latency_profile(model, rows=rows)
 
 
-def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str) -> bool:
+def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str, beam_budget: int | None = None) -> bool:
     """Whether any prior lookahead config is predicted to gain MIN_SPEEDUP at steps of `rows` rows (always True for
-    one row), priced by rows_model (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`)."""
+    one row), priced by rows_model (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`).
+    Beam search (beam_budget: most tree nodes under one beam): whether a step feeding every beam its last token and a
+    full tree is priced to pay over transformers' plain beam step."""
+    host_s = rows * (HOST_S + LOOP_S)
+    if beam_budget is not None:
+        return BeamPricing(rows_model, host_s).drafts_pay(1 + beam_budget)
     if rows <= 1:
         return True
-    return choose_config(rows_model, task, host_s=rows * (HOST_S + LOOP_S)).enabled
+    return choose_config(rows_model, task, host_s=host_s, prior=slowest_row_prior(rows)).enabled
+
+
+def slowest_row_prior(rows: int, prior: Mapping = PRIOR) -> dict:
+    """The prior (task -> config -> (compression, step tokens, single share)) with each compression c replaced by the
+    compression expected of the slowest of `rows` rows, 1 + (c - 1) / sqrt(rows): rows' extra tokens per step vary
+    widely between prompts, and the batch steps until its slowest row is done (an empirical rule, checked against
+    measured batches in the lab's batch notebook)."""
+    return {task: {config: (1 + (c - 1) / math.sqrt(rows), q, single) for config, (c, q, single) in table.items()}
+            for task, table in prior.items()}
 
 
 def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor, stopping_criteria,

@@ -146,17 +146,22 @@ def test_model_generate_custom_generate_and_disabled_config():
 
 
 def test_auto_feeds_drafts_only_where_the_latency_model_says_they_pay():
-    """"auto" prices each beam step: where extra tokens cost nothing, drafted steps replay several beam steps; where a
-    step's cost grows with every token fed (a compute-bound device), it runs plain beam steps but for an occasional
-    drafted one. Either way the output is plain beam search's (the replay decides the tokens, the drafts only how many
-    per forward)."""
+    """"auto" prices beam steps: where extra tokens cost nothing, drafted steps replay several beam steps; where a
+    step's cost grows with every token fed (a compute-bound device), no drafted step is priced to pay and the call is
+    transformers' own beam search; in between, drafts are fed while the steps they replay pay for them, and a random
+    model's drafts soon stop paying, so most steps are plain beam steps. Always the output is plain beam search's (the
+    replay decides the tokens, the drafts only how many per forward)."""
     model = tiny_model("llama")
     ids = random_prompt(3, 24)
     kw = dict(num_beams=4, max_new_tokens=40, **DICT)
     plain, free, free_stats = _both(model, ids, config="auto", latency=lambda q: 1.0, **kw)
     _, linear, linear_stats = _both(model, ids, config="auto", latency=lambda q: float(q), **kw)
-    _assert_same(plain, free)
-    _assert_same(plain, linear)
-    assert free_stats.compression > 1.2
-    assert linear_stats.compression < free_stats.compression
-    assert linear_stats.accepted_per_step.count(1) > len(linear_stats.accepted_per_step) // 2
+    _, mid, mid_stats = _both(model, ids, config="auto", latency=lambda q: 1.0 + 0.01 * q, **kw)
+    for out in (free, linear, mid):
+        _assert_same(plain, out)
+    assert free_stats.compression > 1.2 and not free_stats.handed_over
+    assert linear_stats.handed_over and linear_stats.compression == 1.0
+    assert not mid_stats.handed_over and mid_stats.compression < free_stats.compression
+    assert mid_stats.accepted_per_step.count(1) > len(mid_stats.accepted_per_step) // 2
+
+

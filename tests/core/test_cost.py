@@ -6,6 +6,7 @@ import os
 import threading
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,6 +47,14 @@ def test_noisy_latency_profile_never_extrapolates_to_negative_latency():
     p = LatencyProfile("k", 32, (1, 4, 16), (0.0020, 0.0030, 0.0010))
     assert p(16) == pytest.approx(0.0010) and p(53) == pytest.approx(0.0010)
     assert all(p(q) > 0 for q in range(1, 500))
+
+
+def test_latency_is_non_decreasing_in_tokens_fed():
+    """A one-token step timed above a two-token one (noise) counts as the two-token step's time: a wider step is
+    never priced cheaper than a narrower one, so no draft looks better than free."""
+    p = LatencyProfile("k", 256, (1, 2, 3, 4, 8), (0.076, 0.065, 0.070, 0.068, 0.090))
+    assert p(1) == p(2) == pytest.approx(0.065) and p(3) == p(4) == pytest.approx(0.068)
+    assert all(p(q) <= p(q + 0.5) for q in np.arange(1, 40, 0.5))
 
 
 def test_auto_picks_the_config_the_device_favours():
