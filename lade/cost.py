@@ -74,7 +74,7 @@ class LatencyProfile:
         """Latency of a q-token step: linear interpolation, linear extrapolation past the last measured q with the
         last segment's slope, never negative (a last time that dips, as noise or a kernel change can make it, must
         not extrapolate to zero or negative latency). Non-decreasing in q: a time above a wider step's counts as
-        that step's (priced as cheaper than measured, a narrow step never makes drafting look free)."""
+        that step's, so no wider step is priced cheaper than a narrower one (a draft never looks better than free)."""
         qs = np.asarray(self.qs, dtype=float)
         s = np.minimum.accumulate(np.asarray(self.seconds, dtype=float)[::-1])[::-1]  # [len(qs)] suffix minimum
         if q > qs[-1] and len(qs) > 1:

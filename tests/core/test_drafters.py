@@ -280,8 +280,7 @@ def test_a_drafter_registered_outside_lade_decodes_exactly(echo, arch):
     best = 0
     for i in range(4):
         ids = random_prompt(i, length=30, repeat=True)
-        latency = dict(lookahead_latency=FLAT) if config.adaptive else {}
-        out, stats = lade.generate(model, ids, config, return_stats=True, **latency, **GREEDY)
+        out, stats = lade.generate(model, ids, config, return_stats=True, **GREEDY)
         assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY)), f"prompt {i}"
         best = max(best, max(stats.accepted_per_step))
     assert best >= 2
