@@ -41,12 +41,14 @@ listing="$("$venv/bin/python" -m lab.plan prepare "$spec" --out build/notebooks 
 mapfile -t notebooks <<< "$listing"
 
 failed=() total=$SECONDS
+: > build/notebooks/run_times.tsv  # notebook<TAB>seconds, as each ends (lab.run_times records a default run's)
 for i in "${!notebooks[@]}"; do
     name="${notebooks[$i]}" start=$SECONDS
     printf '[%d/%d] %s ... ' "$((i + 1))" "${#notebooks[@]}" "$name"
     if "$venv/bin/papermill" "notebooks/$name.ipynb" "build/notebooks/$name.ipynb" -k lade --cwd notebooks \
             -f "build/notebooks/$name.params.yaml" >"build/notebooks/$name.log" 2>&1; then
         echo "ok ($((SECONDS - start)) s)"
+        printf '%s\t%d\n' "$name" "$((SECONDS - start))" >> build/notebooks/run_times.tsv
     else
         echo "FAILED ($((SECONDS - start)) s); last lines of build/notebooks/$name.log:"
         tail -15 "build/notebooks/$name.log" | sed 's/^/    /'
@@ -60,11 +62,19 @@ if [[ ${#failed[@]} -gt 0 ]]; then
     exit 1
 fi
 # a full run into data/results/ refreshes the README's results table from what it wrote (lab.readme); the default run
-# (no --params, --model, --device, --dtype) also commits its executed notebooks, outputs kept (lab.publish)
+# (no --params, --model, --device, --dtype) also commits its executed notebooks, outputs kept (lab.publish), and, run
+# whole (no --only), its measured time per notebook and end to end, set-up included (lab.run_times: the README's line)
 if [[ " ${options[*]} " != *" --quick "* && -z "${LADE_RESULTS_DIR:-}" ]]; then
-    "$venv/bin/python" -m lab.readme
+    default=0
     if [[ $spec == data/experiments/embedded-cpu.yaml && " ${options[*]} " != *" --model "* &&
           " ${options[*]} " != *" --device "* && " ${options[*]} " != *" --dtype "* ]]; then
+        default=1
+    fi
+    if [[ $default == 1 && " ${options[*]} " != *" --only "* ]]; then
+        "$venv/bin/python" -m lab.run_times default build/notebooks/run_times.tsv --total "$SECONDS" --spec "$spec"
+    fi
+    "$venv/bin/python" -m lab.readme
+    if [[ $default == 1 ]]; then
         "$venv/bin/python" -m lab.publish build/notebooks "${notebooks[@]}"
         echo "run_all: executed notebooks written to notebooks/ (outputs of this run)"
     fi

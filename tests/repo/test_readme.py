@@ -1,13 +1,15 @@
-"""The README stays short and true: its results table is exactly what lab.readme generates from the committed
-results files, it keeps the test command CI runs, and no project file cites notes outside the repository."""
+"""The README stays short and true: its results table and the default run's time are exactly what lab.readme
+generates from the committed results files, it keeps the test command CI runs, and no project file cites notes outside
+the repository."""
 
 import re
 import subprocess
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from lab import readme
+from lab import readme, run_times
 from lab.results import save_results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,6 +22,45 @@ def test_readme_results_block_is_generated_from_the_committed_results():
     block = readme.readme_block(README.read_text())
     assert block is not None, "README.md lacks the results block markers"
     assert block == readme.results_block(REPO / "data" / "results")
+
+
+def test_readme_timing_block_is_generated_from_the_committed_run_times():
+    """The default run's measured time (total and per notebook) comes from data/results/run_all_times.csv, which
+    run_all.sh writes at the end of the run, never from a typed number."""
+    block = readme.readme_block(README.read_text(), readme.TIMING_START, readme.TIMING_END)
+    assert block is not None, "README.md lacks the timing block markers"
+    assert block == readme.timing_block(REPO / "data" / "results")
+    assert "(no timed default run yet" not in block, "the committed results lack data/results/run_all_times.csv"
+    assert "(no timed checks yet" not in block, "the committed results lack data/results/check_times.csv"
+
+
+def test_run_times_record_the_total_and_each_notebook_and_say_whether_the_budget_held(tmp_path):
+    """run_all.sh's per-notebook log becomes a results file with provenance; the sentence names the commit, the total
+    with set-up, each notebook's minutes and whether the 60-minute budget held."""
+    log = tmp_path / "run_times.tsv"
+    log.write_text("01_mt_bench_speedup\t186\n02_humaneval_speedup\t300\n")
+    run_times.record(log, total_s=3700, spec="embedded-cpu.yaml", out=tmp_path / run_times.RESULTS_NAME)
+    sentence = run_times.timing_sentence(tmp_path)
+    assert "took 61 min 40 s with set-up (486 s of notebooks)" in sentence
+    assert "01: 3.1, 02: 5.0" in sentence and "over its 60-minute budget by 2 min" in sentence
+    log.write_text("")
+    with pytest.raises(ValueError, match="names no notebook"):
+        run_times.record(log, total_s=10, spec="x", out=tmp_path / "empty.csv")
+
+
+def test_check_times_record_pytest_counts_and_each_checks_budget(tmp_path):
+    """scripts/time_checks.sh's two times become a results file; the sentence gives each command's time, pytest's
+    counts and whether its budget (15 and 10 minutes) held. A log without pytest's summary line is an error."""
+    log = tmp_path / "tests.log"
+    log.write_text("....\n===== 811 passed, 2 skipped, 3 warnings in 720.80s (0:12:00) =====\n")
+    assert run_times.pytest_summary(log) == "811 passed, 2 skipped"
+    run_times.record_checks(732, run_times.pytest_summary(log), 640, out=tmp_path / run_times.CHECKS_NAME)
+    sentence = run_times.checks_sentence(tmp_path)
+    assert "`./run_tests.sh` took 12 min 12 s (within its 15-minute budget; 811 passed, 2 skipped)" in sentence
+    assert "`./run_all.sh --quick` took 10 min 40 s (over its 10-minute budget)" in sentence
+    log.write_text("collected 3 items\nKeyboardInterrupt\n")
+    with pytest.raises(ValueError, match="no pytest summary line"):
+        run_times.pytest_summary(log)
 
 
 def test_results_block_names_the_commit_and_hides_intervals_below_five_prompts(tmp_path):
