@@ -13,6 +13,7 @@ import pandas as pd
 from .experiments import ablation_methods, ablation_table, scaling_table, speedup_summary, total_variation
 from .figures_run import noise_band
 from .methods import reference_method
+from .provenance import commit_label
 from .results import load_results
 from .stats import SEED, summarize_runs
 
@@ -48,9 +49,8 @@ SPEEDUP = ("speedup is the ratio of total times over the prompts each method ran
 
 def _header(path: Path, rows: pd.DataFrame, note: str = SPEEDUP.format("greedy")) -> list[str]:
     prov = rows.attrs.get("provenance", {})
-    commit = (prov.get("git_commit") or "unknown")[:7] + (" (dirty)" if prov.get("git_dirty") else "")
-    return ["## Findings", "", f"From `{path.name}` (commit {commit}, {prov.get('device', 'unknown device')}); {note}",
-            ""]
+    source = f"commit {commit_label(prov)}, {prov.get('device', 'unknown device')}"
+    return ["## Findings", "", f"From `{path.name}` ({source}); {note}", ""]
 
 
 def speedups(path: Path) -> str:

@@ -53,6 +53,11 @@ def lock_digest(name: str | None = None) -> str | None:
     return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
 
 
+def commit_label(prov: dict) -> str:
+    """A provenance record's commit as prose names it: the short hash, with " (dirty)" when the tree was dirty."""
+    return (prov.get("git_commit") or "unknown")[:7] + (" (dirty)" if prov.get("git_dirty") else "")
+
+
 def weights_sha256(model: torch.nn.Module) -> str:
     """sha256 over the model's state dict as it runs (names, dtypes, shapes and raw bytes, in name order): the
     same weights in the same dtype give the same digest wherever they were loaded from."""

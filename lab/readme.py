@@ -1,5 +1,5 @@
-"""The README's results-at-a-glance table and the default run's measured time, generated from the committed results
-files (never typed by hand).
+"""The README's results-at-a-glance table and its measured times (the checks' and the default run's), generated from
+the committed results files (never typed by hand).
 
 `python -m lab.readme` rewrites the blocks between RESULTS_START and RESULTS_END and between TIMING_START and
 TIMING_END in README.md; tests/repo/test_readme.py fails when the committed README differs from what `results_block`
@@ -16,6 +16,7 @@ import pandas as pd
 
 from .experiments import speedup_summary
 from .paths import REPO, results_dir
+from .provenance import commit_label
 from .results import load_results
 from .run_times import CHECKS_NAME, checks_sentence, timing_sentence
 from .run_times import RESULTS_NAME as TIMES_NAME
@@ -32,11 +33,6 @@ SHOWN = {"mt_bench.jsonl": ("MT-Bench", ("lade-auto", "pld(10)")),
          "humaneval.jsonl": ("HumanEval", ("lade-auto", "pld(10)")),
          "gsm8k.jsonl": ("GSM8K", ("lade-auto", "pld(10)")),
          "spec_bench.jsonl": ("Spec-Bench (6 tasks pooled)", ("lade-auto", "pld(10)"))}
-
-
-def _commit(prov: dict) -> str:
-    commit = (prov.get("git_commit") or "unknown")[:7]
-    return commit + (" (dirty)" if prov.get("git_dirty") else "")
 
 
 def _speedup(row: pd.Series) -> str:
@@ -63,7 +59,7 @@ def results_rows(folder: Path) -> list[dict]:
             for r in summary[summary["method"] == method].to_dict("records"):
                 rows.append({"set": label, "method": method, "prompts": int(r["prompts"]), "speedup": _speedup(r),
                              "compression": f"{r['compression']:.2f}", "identical": f"{r['matches_greedy']:.0%}",
-                             "file": name, "commit": _commit(prov),
+                             "file": name, "commit": commit_label(prov),
                              "device": prov.get("device", "?"),
                              "dtype": str((prov.get("params") or {}).get("dtype", "?")).replace("torch.", ""),
                              "new_tokens": (prov.get("params") or {}).get("max_new_tokens", "?")})

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .paths import results_dir
-from .provenance import provenance
+from .provenance import commit_label, provenance
 from .results import load_results, save_results
 
 RESULTS_NAME = "run_all_times.csv"
@@ -56,42 +56,42 @@ def _min_s(seconds: int) -> str:
     return f"{seconds // 60} min {seconds % 60} s"
 
 
-def _commit(prov: dict) -> str:
-    return (prov.get("git_commit") or "unknown")[:7] + (" (dirty)" if prov.get("git_dirty") else "")
+def _load(folder: Path | None, name: str) -> tuple[pd.DataFrame, dict] | None:
+    """`folder`'s (default: data/results/) times file `name` and its provenance, or None when absent."""
+    path = (folder or results_dir()) / name
+    if not path.exists():
+        return None
+    rows = load_results(path)
+    return rows, rows.attrs.get("provenance", {})
 
 
 def checks_sentence(folder: Path | None = None) -> str | None:
     """The README's sentence on the checks' times, from `folder`'s check_times.csv (None when absent)."""
-    path = (folder or results_dir()) / CHECKS_NAME
-    if not path.exists():
+    if (loaded := _load(folder, CHECKS_NAME)) is None:
         return None
-    rows = load_results(path)
-    prov = rows.attrs.get("provenance", {})
+    rows, prov = loaded
     parts = []
     for r in rows.itertuples():
         budget = CHECK_BUDGETS_S[r.command]
         held = "within" if r.seconds <= budget else "over"
         counts = f"; {r.summary}" if isinstance(r.summary, str) and r.summary else ""
         parts.append(f"`{r.command}` took {_min_s(r.seconds)} ({held} its {budget // 60}-minute budget{counts})")
-    return (f"At {_commit(prov)} on {prov.get('device', '?')}, one after the other with set-up already done: "
+    return (f"At {commit_label(prov)} on {prov.get('device', '?')}, one after the other with set-up already done: "
             f"{'; '.join(parts)} (`data/results/{CHECKS_NAME}`).")
 
 
 def timing_sentence(folder: Path | None = None) -> str | None:
     """The README's sentence on the default run's time, from `folder`'s run_all_times.csv (None when absent)."""
-    path = (folder or results_dir()) / RESULTS_NAME
-    if not path.exists():
+    if (loaded := _load(folder, RESULTS_NAME)) is None:
         return None
-    rows = load_results(path)
-    prov = rows.attrs.get("provenance", {})
+    rows, prov = loaded
     params = prov.get("params", {})
     total = int(params["total_s"])
-    commit = _commit(prov)
     budget = (f"within its {BUDGET_S // 60}-minute budget" if total <= BUDGET_S else
               f"over its {BUDGET_S // 60}-minute budget by {(total - BUDGET_S) / 60:.0f} min")
     per = ", ".join(f"{r.notebook[:2]}: {r.seconds / 60:.1f}" for r in rows.itertuples())
-    return (f"The default `./run_all.sh` at {commit}, which wrote every committed result, figure and executed "
-            f"notebook, took {_min_s(total)} with set-up ({params['notebooks_s']} s of notebooks) on "
+    return (f"The default `./run_all.sh` at {commit_label(prov)}, which wrote every committed result, figure and "
+            f"executed notebook, took {_min_s(total)} with set-up ({params['notebooks_s']} s of notebooks) on "
             f"{prov.get('device', '?')}, {budget}; per notebook (min): {per} "
             f"(`data/results/{RESULTS_NAME}`).")
 
