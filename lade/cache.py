@@ -46,7 +46,8 @@ def compact(cache: Cache, past_length: int, starts: Sequence[int], keep: Sequenc
     """After a step appended its q slots to every row at past_length..: row b moves step-relative slots keep[b]
     (ascending) to slots starts[b].., then the cache is cropped after the longest row. A batch row's slots past
     starts[b] + len(keep[b]) are left as junk that the caller masks out (rows are never shifted, so each step copies
-    only the accepted tokens). One row (starts[0] == past_length) moves only what is out of place."""
+    only the accepted tokens). One row (starts[0] == past_length) moves only what is out of place; a batch whose
+    rows' tokens are all in place (each row at past_length, keeping a prefix of its slots) moves nothing."""
     inner = self_attention_cache(cache)
     new_length = max(s + len(ks) for s, ks in zip(starts, keep))
     if len(keep) == 1:
@@ -56,18 +57,20 @@ def compact(cache: Cache, past_length: int, starts: Sequence[int], keep: Sequenc
             index = torch.tensor(src, device=tensors[0].device)
             for tensor in tensors:  # [1, H, past + q, D]
                 tensor[..., dst[0] : dst[-1] + 1, :] = tensor.index_select(-2, index)
-    else:
+    elif any(start + i != past_length + k for start, ks in zip(starts, keep) for i, k in enumerate(ks)):
         width = max(len(k) for k in keep)
         # padded entries re-copy slot `past_length` into row b's own junk tail; every dst stays < past + q
         src = torch.tensor([[past_length + k for k in ks] + [past_length] * (width - len(ks)) for ks in keep])  # [B, A]
         dst = torch.tensor([list(range(s, s + width)) for s in starts])  # [B, A]
+        on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # (src, dst) [B, 1, A, 1] per device
         for layer in inner.layers:
             if not layer.is_initialized:
                 continue
             for tensor in (layer.keys, layer.values):  # [B, H, past + q, D]
-                shape = (-1, tensor.shape[1], -1, tensor.shape[-1])
-                src_index = src.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
-                dst_index = dst.to(tensor.device)[:, None, :, None].expand(shape)  # [B, H, A, D]
+                if tensor.device not in on_device:
+                    on_device[tensor.device] = tuple(t.to(tensor.device)[:, None, :, None] for t in (src, dst))
+                src_index, dst_index = (t.expand(-1, tensor.shape[1], -1, tensor.shape[-1])  # [B, H, A, D]
+                                        for t in on_device[tensor.device])
                 tensor.scatter_(2, dst_index, tensor.gather(2, src_index))
     crop(cache, new_length)
 

@@ -103,7 +103,7 @@ def lookahead_generate(
         multi = functools.cache(lambda: rows_latency(model, n, lookahead_latency))  # [n, q] steps, loaded once
         latency = _drafting_latency(model, config, requested, lookahead_latency, multi if beams else None)
         plain = task is not None and lookahead_strategy is None and n > 1 and \
-            not drafts_can_pay(multi(), n, task, config.step_budget if beams else None)
+            not drafts_can_pay(multi(), n, config.step_budget if beams else None)
     check_corpus_draft(corpus, config)
     if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
         if streamer is not None and not prompt_streamed:
@@ -171,10 +171,10 @@ def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callab
 
 def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None,
            batch_rows: Callable[[], Callable[[float], float]], rows: list[Row]) -> StepSizer | None:
-    """Adaptive drafters that rank their nodes (`offer`) are sized together, for the whole batch's step; None where
-    drafts are not adaptive or a drafter plans its own steps. A batch's step of q tokens in all is priced as a step of
-    its B rows feeding q / B tokens each (batch_rows(): the latency model of B-row steps, `rows_latency`)."""
-    if latency is None or not all(hasattr(row.drafter, "offer") for row in rows):
+    """Adaptive drafters that rank their nodes (`offer`, `rest`) are sized together, for the whole batch's step; None
+    where drafts are not adaptive or a drafter plans its own steps. A batch's step of q tokens in all is priced as a
+    step of its B rows feeding q / B tokens each (batch_rows(): the latency model of B-row steps, `rows_latency`)."""
+    if latency is None or not all(hasattr(row.drafter, "offer") and hasattr(row.drafter, "rest") for row in rows):
         return None
     if len(rows) > 1:
         latency = _over_rows(batch_rows(), len(rows))

@@ -1,31 +1,29 @@
 """When "auto" hands a whole call to plain decoding: several rows per step (a batch, or the beams of beam search)
-where no lookahead config is predicted to pay.
+where no draft is priced to pay.
 
 A step of R rows feeding q tokens each costs what the device takes for an [R, q] step: a batch's spare compute is
-shared by its rows, so drafting is dearer than for one sequence. And lade's loop does more host work per row and step
-than transformers' plain loop. So before any forward, "auto" with R > 1 prices every prior config with the model's
-latency profile of R-row steps and lade's host work per row and step, HOST_S + LOOP_S (lade.cost.choose_config, the
-rule auto uses for one sequence), at the compression expected of the batch's slowest row (`slowest_row_prior`: a
-ragged batch steps until its slowest row is done, and a step of fewer rows costs nearly as much as a full one). Beam
-search prices a step drafting the full tree under every beam at the replay expected before any was observed
-(lade.beams.BeamPricing). When none gains MIN_SPEEDUP, the call runs through transformers' own loop
-(`_sample` or `_beam_search`, what `model.generate` runs), so "auto" is not priced slower than plain decoding. One
-sequence never hands over: its plain steps take the model's plain decoding path, and its adaptive drafts are sized
-step by step.
+shared by its rows, so drafting is dearer than for one sequence. Before any forward, "auto" with R > 1 rows asks the
+model's latency profile of R-row steps whether drafting can pay at all. A batch: whether a step feeding every row
+one draft token that is as likely right as wrong (GOOD_DRAFT) beats the plain batched step by MIN_SPEEDUP, counting
+each drafting row's host work (HOST_S). Where it can, lade's loop runs and sizes every step for the batch
+(lade/drafters/allocation.py: drafts only where they pay, plain batched steps otherwise, resting from planning while
+nothing pays); where even that draft cannot pay, no step would draft and transformers' own loop is at least as
+fast. Beam search prices a step drafting the full tree under every beam at the replay expected before any was
+observed (lade.beams.BeamPricing). Where drafts cannot pay, the call runs through transformers' own loop (`_sample`
+or `_beam_search`, what `model.generate` runs). One sequence never hands over: its plain steps take the model's
+plain decoding path, and its adaptive drafts are sized step by step.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import torch
 from transformers import GenerationConfig
 
 from .beams import BeamPricing
 from .compat import eos_token_tensor
-from .cost import HOST_S, LOOP_S, choose_config, latency_profile
-from .cost_prior import PRIOR
+from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile
 from .outputs import (
     LookaheadBeamDecoderOnlyOutput,
     LookaheadBeamEncoderDecoderOutput,
@@ -33,6 +31,8 @@ from .outputs import (
     LookaheadEncoderDecoderOutput,
     LookaheadStats,
 )
+
+GOOD_DRAFT = 0.5  # acceptance of the draft token a batch's rule prices: as likely right as wrong
 
 
 def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> Callable[[float], float]:
@@ -44,26 +44,18 @@ def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> 
     return latency_profile(model, rows=rows)
 
 
-def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str, beam_budget: int | None = None) -> bool:
-    """Whether any prior lookahead config is predicted to gain MIN_SPEEDUP at steps of `rows` rows (always True for
-    one row), priced by rows_model (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`).
-    Beam search (beam_budget: most tree nodes under one beam): whether a step feeding every beam its last token and a
-    full tree is priced to pay over transformers' plain beam step."""
-    host_s = rows * (HOST_S + LOOP_S)
+def drafts_can_pay(rows_model: Callable[[float], float], rows: int, beam_budget: int | None = None) -> bool:
+    """Whether drafting can pay at steps of `rows` rows (always True for one row), priced by rows_model (q ->
+    seconds of a step of `rows` rows feeding q tokens each: `rows_latency`). A batch: a step feeding every row its
+    last token and one draft token accepted with probability GOOD_DRAFT, plus each row's drafting host work, against
+    the plain batched step. Beam search (beam_budget: most tree nodes under one beam): whether a step feeding every
+    beam its last token and a full tree is priced to pay over transformers' plain beam step."""
     if beam_budget is not None:
-        return BeamPricing(rows_model, host_s).drafts_pay(1 + beam_budget)
+        return BeamPricing(rows_model, rows * (HOST_S + LOOP_S)).drafts_pay(1 + beam_budget)
     if rows <= 1:
         return True
-    return choose_config(rows_model, task, host_s=host_s, prior=slowest_row_prior(rows)).enabled
-
-
-def slowest_row_prior(rows: int, prior: Mapping = PRIOR) -> dict:
-    """The prior (task -> config -> (compression, step tokens, single share)) with each compression c replaced by the
-    compression expected of the slowest of `rows` rows, 1 + (c - 1) / sqrt(rows): rows' extra tokens per step vary
-    widely between prompts, and the batch steps until its slowest row is done (an empirical rule, checked against
-    measured batches in the lab's batch notebook)."""
-    return {task: {config: (1 + (c - 1) / math.sqrt(rows), q, single) for config, (c, q, single) in table.items()}
-            for task, table in prior.items()}
+    drafting = (1 + GOOD_DRAFT) / (rows_model(2) + rows * HOST_S)  # tokens per row and second
+    return drafting >= MIN_SPEEDUP / rows_model(1)
 
 
 def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor, stopping_criteria,

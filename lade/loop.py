@@ -136,11 +136,14 @@ def take_rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
 
 
 def _drafts(run: Run, rows: list[Row]) -> list[Draft]:
-    """Each row drafter's proposal (sized for the whole batch's step where run.sizer is set), cut by `_within`."""
+    """Each row drafter's proposal (sized for the whole batch's step where run.sizer is set, or no draft node while it
+    rests), cut by `_within`."""
     if run.sizer is None:
         drafts = [row.drafter.propose(row.tokens, row.stats.last_accepted) for row in rows]
-    else:
+    elif run.sizer.plans():
         drafts = run.sizer.drafts([row.drafter.offer(row.tokens, row.stats.last_accepted) for row in rows])
+    else:
+        drafts = [row.drafter.rest() for row in rows]
     return [_within(run, row, draft) for row, draft in zip(rows, drafts)]
 
 

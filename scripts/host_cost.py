@@ -4,9 +4,9 @@ time is its wall time minus its forwards' time, divided by its row-steps.
 
     python scripts/host_cost.py [--model embedded] [--rows 1,4,16] [--tokens 48] [--threads 2]
 
-Prints, per batch size: plain generate's host ms per row-step, lade's with drafting disabled (its loop alone), lade
-auto's per row-step, and the differences: LOOP_S = lade disabled - plain; HOST_S = (auto - disabled) per drafting
-row-step.
+Prints, per batch size: plain generate's host ms per row-step, lade's with drafting disabled (its loop alone), lade's
+adaptive config (what "auto" runs where it drafts, here never handed to transformers' loop) per row-step, and the
+differences: LOOP_S = lade disabled - plain; HOST_S = (auto - disabled) per drafting row-step.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from lab.models import load_model
 from lab.prompts import encode_prompt, load_prompts
 from lab.timing import ForwardTimer
 from lade.api import generate as lade_generate
+from lade.auto import auto_config
 from lade.config import LookaheadConfig
 from lade.rows import left_pad
 
@@ -34,7 +35,7 @@ def host_ms(model, ids, mask, method, tokens: int) -> tuple[float, int]:
             model.generate(ids, attention_mask=mask, **kw)
             row_steps = timer.calls * ids.shape[0]
         else:
-            config = LookaheadConfig(enabled=False) if method == "disabled" else "auto"
+            config = LookaheadConfig(enabled=False) if method == "disabled" else auto_config(model)  # never handed over
             out = lade_generate(model, ids, config, attention_mask=mask, return_dict_in_generate=True, **kw)
             stats = out.row_stats or [out.lookahead_stats]
             row_steps = sum(s.steps for s in stats)

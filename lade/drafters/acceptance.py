@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 
+from .kinds import agreed_member
+
 
 class AcceptanceStats:
     def __init__(self, prior: Mapping[Hashable, float], weight: float = 4.0, default: float = 0.1,
@@ -24,8 +26,16 @@ class AcceptanceStats:
         self.group_expected: dict[Hashable, float] = {}
         self.group_accepted: dict[Hashable, int] = {}
 
+    def prior_mean(self, kind: Hashable) -> float:
+        """The prior's rate of `kind`; for an agreement without one, its likeliest proposer's current rate (agreeing
+        drafters are at least as good as the best of them); else `default`."""
+        if kind in self.prior:
+            return self.prior[kind]
+        member = agreed_member(kind)
+        return self.default if member is None else self.rate(member)
+
     def _own_rate(self, kind: Hashable) -> float:
-        prior = self.prior.get(kind, self.default)
+        prior = self.prior_mean(kind)
         return (self.accepted.get(kind, 0) + self.weight * prior) / (self.tested.get(kind, 0) + self.weight)
 
     def group_factor(self, kind: Hashable) -> float:

@@ -19,6 +19,7 @@ from .base import Draft, Offer
 from .step_cost import StepCost
 
 MARGIN = 1.05  # predicted gain a drafting step needs over a plain step (estimates are noisy)
+MAX_REST = 8  # most steps a batch feeds no draft node, without planning one, after steps whose plans fed none
 
 
 def allocate(values: Sequence[Sequence[float]], fixed: Sequence[int], forward: Callable[[int], float],
@@ -52,16 +53,33 @@ def allocate(values: Sequence[Sequence[float]], fixed: Sequence[int], forward: C
 
 class StepSizer:
     """Sizes every step of one generate call (`allocate` over the active rows' offers) with the call's StepCost, and
-    corrects that cost by each step's timed forward at the batch's total width."""
+    corrects that cost by each step's timed forward at the batch's total width.
+
+    Planning costs host time whether or not the step then drafts, B trees for B rows, so after k planned steps in a
+    row that fed no draft node a batch of several rows rests for min(2^(k-1), MAX_REST) steps: every row feeds its
+    last token (and window) without planning (`plans`); the first planned step that drafts ends the back-off. One
+    sequence never rests: its nodes cost almost nothing, and a step that drafts nothing is often followed by one with
+    a long match."""
 
     def __init__(self, cost: StepCost, correct: bool = True, margin: float = MARGIN) -> None:
         self.cost, self.correct, self.margin = cost, correct, margin
+        self.idle = 0  # planned steps in a row that fed no draft node
+        self.resting = 0  # steps left before the next planned one
+
+    def plans(self) -> bool:
+        """Whether this step plans its drafts (False: a resting step, every row feeding no draft node)."""
+        if self.resting:
+            self.resting -= 1
+            return False
+        return True
 
     def drafts(self, offers: Sequence[Offer]) -> list[Draft]:
         """Each row's Draft, cut where the batch's step pays most."""
         rows = len(offers)
         counts = allocate([offer.values for offer in offers], [offer.fixed for offer in offers],
                           lambda width: self.cost.forward_s(rows * width), self.cost.host_s, self.margin)
+        self.idle = 0 if any(counts) else self.idle + 1
+        self.resting = min(2 ** (self.idle - 1), MAX_REST) if self.idle and rows > 1 else 0
         return [offer.take(k) for offer, k in zip(offers, counts)]
 
     def observe(self, tokens: int, seconds: float) -> None:

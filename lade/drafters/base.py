@@ -65,8 +65,9 @@ class Drafter(Protocol):
         """ids: [S] the row's tokens so far (prompt and output, no padding); new_tokens: how many the last step
         emitted. Returns the draft to feed with the last token ids[-1].
 
-        A drafter that can also rank its nodes defines `offer(ids, new_tokens) -> Offer`; with adaptive=True the loop
-        then sizes every row's draft for the whole batch (lade/drafters/allocation.py) instead of calling propose."""
+        A drafter that can also rank its nodes defines `offer(ids, new_tokens) -> Offer` and `rest() -> Draft` (the
+        draft of a step that feeds no draft node, without planning one); with adaptive=True the loop then sizes every
+        row's draft for the whole batch (lade/drafters/allocation.py) instead of calling propose."""
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from the step that verified the last draft."""

@@ -4,8 +4,12 @@ match length and share), then its depth."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from .acceptance_prior import PRIOR
-from .planner import Kind
+
+Kind = Hashable
+AGREED = "agreed"
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # a match of length m falls in the first bucket >= m (longer: the last + 1)
 SHARE_BUCKETS = (0.25, 0.5, 0.75, 0.99, 1.0)  # a corpus share s falls in the first bucket >= s
@@ -35,6 +39,18 @@ def corpus_kind(match: int, share: float, depth: int) -> Kind:
 
 def pool_kind(depth: int) -> Kind:
     return ("pool", min(depth, 2))
+
+
+def agreement(kind: Kind) -> Kind:
+    """The kind of a token proposed by `kind` (the likeliest of its proposers) and others alike."""
+    return (AGREED, *kind) if isinstance(kind, tuple) else (AGREED, kind)
+
+
+def agreed_member(kind: Kind) -> Kind | None:
+    """The likeliest proposer of an agreement kind (None for any other kind)."""
+    if not (isinstance(kind, tuple) and kind and kind[0] == AGREED):
+        return None
+    return kind[1:] if len(kind) > 2 else kind[1]
 
 
 def kind_group(kind: Kind) -> Kind:

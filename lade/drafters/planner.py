@@ -2,7 +2,11 @@
 expected tokens per second peak.
 
 Every drafted node carries the probability that it is accepted given that its parent is (its kind's running
-acceptance rate, lade.drafters.acceptance, discounted by the chance that a likelier sibling was the right one); the
+acceptance rate, lade.drafters.acceptance, discounted by the chance that a likelier sibling was the right one). A node
+has one kind: its proposer's, or where several proposed the same token, the agreement of the likeliest with others
+(`agreement`), with rates of its own: agreement is evidence, and crediting each proposer with the outcomes of agreed
+tokens would inflate the rates of the ones that are weak alone (a recycled successor is accepted far more often where
+a retrieval match proposes it too). The
 probability that the whole path to it is accepted is the product along the path, so it never grows down a path,
 and taking nodes in decreasing path probability always yields a tree. A step feeding m nodes is expected to emit
 1 + (sum of their path probabilities) tokens (the model's own next token always comes). A fixed budget feeds every
@@ -13,15 +17,15 @@ nodes) the same rule cuts one tree, at the m that maximises expected tokens / co
 
 from __future__ import annotations
 
+import functools
 import heapq
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .acceptance import AcceptanceStats
 from .allocation import allocate
+from .kinds import Kind, agreement
 from .recycling import AdjacencyTable
-
-Kind = Hashable
 
 
 @dataclass
@@ -35,7 +39,7 @@ class Lead:
 @dataclass
 class PlannedNode:
     path: tuple[int, ...]  # tokens from the root's child down to this node
-    kinds: set[Kind]  # the drafters (with their buckets) that proposed it
+    kind: Kind  # whose acceptance rate it was planned with, and whose counts its outcome goes to
     path_probability: float
 
 
@@ -59,8 +63,7 @@ class Plan:
         for node in self.nodes:
             depth = len(node.path) - 1
             if tuple(accepted[:depth]) == node.path[:-1] and depth < len(accepted):
-                for kind in node.kinds:
-                    stats.record(kind, accepted[depth] == node.path[-1])
+                stats.record(node.kind, accepted[depth] == node.path[-1])
 
 
 def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
@@ -70,36 +73,43 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
     node (recycling_kind(rank, depth) names their kind). cost: m -> seconds of a step feeding m nodes (None: take all
     up to `budget`); a drafting step must beat the plain step's expected tokens per second by `margin`."""
     counter = 0
-    heap: list[tuple[float, int, tuple[int, ...], set[Kind], list[Lead]]] = []
+    heap: list[tuple[float, int, tuple[int, ...], Kind, list[Lead]]] = []
+    rate = functools.cache(stats.rate)  # the rates do not change while one tree is planned
 
     def push_children(path: tuple[int, ...], probability: float, last: int, leads: Sequence[Lead]) -> None:
         nonlocal counter
-        children: dict[int, tuple[float, set[Kind], list[Lead]]] = {}
+        proposed: dict[int, tuple[set[Kind], list[Lead]]] = {}  # token -> (its proposers' kinds, their rests)
         for lead in leads:
-            token, kind = lead.tokens[0], lead.kinds[0]
-            p, kinds, rest = children.get(token, (0.0, set(), []))
-            kinds.add(kind)
+            kinds, rest = proposed.setdefault(lead.tokens[0], (set(), []))
+            kinds.add(lead.kinds[0])
             if len(lead.tokens) > 1:
                 rest.append(Lead(lead.tokens[1:], lead.kinds[1:]))
-            children[token] = (max(p, stats.rate(kind)), kinds, rest)
         if table is not None:
             for rank, token in enumerate(table.row(last)):
-                kind = recycling_kind(rank, len(path))
-                p, kinds, rest = children.get(token, (0.0, set(), []))
-                kinds.add(kind)
-                children[token] = (max(p, stats.rate(kind)), kinds, rest)
+                proposed.setdefault(token, (set(), []))[0].add(recycling_kind(rank, len(path)))
+        children = [(token, *node_kind(kinds, rate), rest) for token, (kinds, rest) in proposed.items()]
         missed = 1.0  # at most one child is accepted: a child counts only where its likelier siblings were wrong
-        for token, (p, kinds, rest) in sorted(children.items(), key=lambda item: -item[1][0]):
+        for token, kind, p, rest in sorted(children, key=lambda child: -child[2]):
             counter += 1
-            heapq.heappush(heap, (-probability * p * missed, counter, path + (token,), kinds, rest))
+            heapq.heappush(heap, (-probability * p * missed, counter, path + (token,), kind, rest))
             missed *= 1.0 - p
 
     push_children((), 1.0, root, leads)
     plan = Plan()
     while heap and len(plan.nodes) < budget:
-        negative, _, path, kinds, rest = heapq.heappop(heap)
-        plan.nodes.append(PlannedNode(path, kinds, -negative))
+        negative, _, path, kind, rest = heapq.heappop(heap)
+        plan.nodes.append(PlannedNode(path, kind, -negative))
         push_children(path, -negative, path[-1], rest)
     if cost is not None:
         plan.nodes = plan.nodes[: allocate([plan.values], [0], cost, margin=margin)[0]]
     return plan
+
+
+def node_kind(kinds: set[Kind], rate: Callable[[Kind], float]) -> tuple[Kind, float]:
+    """(kind, acceptance rate) of a token proposed by `kinds`: the proposer's own where there is one, else the
+    agreement of the likeliest with the others."""
+    if len(kinds) == 1:
+        (kind,) = kinds
+        return kind, rate(kind)
+    kind = agreement(max(kinds, key=lambda kind: (rate(kind), repr(kind))))  # repr: the same choice in every run
+    return kind, rate(kind)

@@ -104,6 +104,11 @@ class PlanningDrafter:
         self.plan = plan_tree(last, leads, self.table, recycling_kind, self.stats, self.budget, None)
         return Offer(self.plan.values, 1 + self.window.levels.numel(), self._take)
 
+    def rest(self) -> Draft:
+        """The draft of a step that feeds no draft node (the window alone), planned without a tree."""
+        self.plan = Plan()
+        return Draft(self.window.levels)
+
     def _take(self, k: int) -> Draft:
         self.plan.nodes = self.plan.nodes[:k]  # what the step feeds, and so what observe() counts as tested
         return Draft(self.window.levels, self.plan.candidates)

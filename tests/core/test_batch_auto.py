@@ -9,7 +9,7 @@ import torch
 
 import lade
 from lade import left_pad
-from lade.drafters.allocation import StepSizer, allocate
+from lade.drafters.allocation import MAX_REST, StepSizer, allocate
 from lade.drafters.base import Draft, Offer
 from lade.drafters.step_cost import StepCost
 from tiny_models import COMMON, random_prompt, tiny_model
@@ -90,6 +90,33 @@ def test_the_step_time_corrects_the_cost_at_the_batch_width():
     sizer.drafts(offers)
     assert taken == [0, 0]  # a second slot doubles 2 tokens of work for at most 1 more token
     assert StepSizer(StepCost(lambda q: 0.01 * q, 0.0), correct=False).cost.log_ratio == {}
+
+
+def test_a_batch_rests_from_planning_after_steps_that_fed_no_draft_and_one_row_never_does():
+    """After k planned steps in a row that fed no node, a batch plans again only after min(2^(k-1), MAX_REST) resting
+    steps; a planned step that drafts ends the back-off. One sequence plans every step."""
+    def offers(value, rows=2):
+        return [Offer([value], 1, lambda k: Draft(torch.empty(0, 0, dtype=torch.long), [(5,)] * k))] * rows
+
+    def plans_until_planned(sizer):
+        skipped = 0
+        while not sizer.plans():
+            skipped += 1
+        return skipped
+
+    sizer = StepSizer(StepCost(STEEP, host_s=0.0), correct=False)
+    rests = []
+    for _ in range(6):
+        rests.append(plans_until_planned(sizer))
+        sizer.drafts(offers(0.1))  # a node worth 0.1 never pays for two rows' wider step
+    assert rests == [0, 1, 2, 4, 8, MAX_REST] and MAX_REST == 8
+    plans_until_planned(sizer)
+    assert [len(d.candidates) for d in sizer.drafts(offers(0.9))] == [1, 1]  # worth its slot: drafts, no rest
+    assert sizer.plans() and sizer.plans()
+    alone = StepSizer(StepCost(STEEP, host_s=0.0), correct=False)
+    for _ in range(5):
+        assert alone.plans()
+        alone.drafts(offers(0.01, rows=1))
 
 
 def test_nearly_free_width_makes_every_row_draft_at_batch_four():

@@ -13,6 +13,7 @@ from distribution import decoder_only, first_two_pvalues
 from lade.distributed.checks import check_parallel_generation
 from lade.drafters import Draft, Outcome, RecyclingOptions, RowContext, register, unregister
 from lade.drafters.acceptance import AcceptanceStats
+from lade.drafters.kinds import agreed_member, agreement
 from lade.drafters.planner import Lead, plan_tree
 from lade.drafters.recycling import AdjacencyTable
 from lade.drafters.retrieval import MAX_MATCH, SuffixIndex
@@ -147,6 +148,24 @@ def test_observed_acceptance_is_counted_for_tested_nodes_only():
     plan.record([2, 3, 9], stats)  # accepted 2, 3, then the model's own 9
     assert stats.tested == {"a": 1, "b": 1, "c": 1, "d": 1}
     assert stats.accepted == {"a": 1, "b": 1, "c": 0, "d": 0}
+
+
+def test_a_token_several_drafters_propose_is_planned_and_counted_as_their_agreement():
+    """A token proposed by kinds a and b is one node of kind agreement(b) (b: the likelier), rated as b until the
+    agreement has a prior or counts of its own; its outcome is counted for the agreement alone, so a kind that is weak
+    alone keeps its own rate however often a stronger one proposes the same token."""
+    stats = AcceptanceStats({"a": 0.3, "b": 0.6})
+    plan = plan_tree(1, [Lead((2,), ("a",)), Lead((2, 7), ("b", "b")), Lead((5,), ("a",))], None, None, stats, 10,
+                     None)
+    assert {node.path: node.kind for node in plan.nodes} == {(2,): agreement("b"), (2, 7): "b", (5,): "a"}
+    assert plan.nodes[0].path_probability == pytest.approx(0.6)  # the agreement rated as its likeliest proposer
+    plan.record([2, 7, 9], stats)
+    assert stats.tested == {agreement("b"): 1, "b": 1, "a": 1}
+    assert stats.accepted == {agreement("b"): 1, "b": 1, "a": 0}
+    assert stats.rate("a") == pytest.approx((0 + 4 * 0.3) / (1 + 4))  # its own miss only
+    assert stats.rate(agreement("b")) == pytest.approx((1 + 4 * stats.rate("b")) / (1 + 4))
+    assert AcceptanceStats({"b": 0.6, agreement("b"): 0.9}).rate(agreement("b")) == pytest.approx(0.9)  # own prior
+    assert agreed_member(agreement(("retrieval", 5, 1))) == ("retrieval", 5, 1) and agreed_member("b") is None
 
 
 def test_a_rare_kind_follows_its_group_realised_over_expected_acceptance():

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import lade
-from lade.cost import choose_config, device_key, latency_profile, profile_path
-from lade.handover import drafts_can_pay, rows_latency, slowest_row_prior
+from lade.cost import HOST_S, MIN_SPEEDUP, device_key, latency_profile, profile_path
+from lade.handover import GOOD_DRAFT, drafts_can_pay, rows_latency
 from tiny_models import COMMON, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -31,23 +31,24 @@ def both(model, ids, mask, config, latency, **kw):
 
 def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
     model = tiny_model()
-    assert drafts_can_pay(rows_latency(model, 1, STEEP), 1, "mixed")
-    assert drafts_can_pay(rows_latency(model, 4, FREE), 4, "mixed")
-    assert not drafts_can_pay(rows_latency(model, 4, STEEP), 4, "mixed")
+    assert drafts_can_pay(rows_latency(model, 1, STEEP), 1)
+    assert drafts_can_pay(rows_latency(model, 4, FREE), 4)
+    assert not drafts_can_pay(rows_latency(model, 4, STEEP), 4)
 
 
-def test_a_batch_is_priced_at_the_compression_of_its_slowest_row():
-    """Each prior compression c becomes 1 + (c - 1) / sqrt(rows); a latency model where one row's drafts would pay but
-    four rows' slowest one's would not hands four rows over, and beam search prices its own steps (BeamPricing)."""
-    prior = {"code": {(8, 0, 2): (1.9, 2.0, 0.5)}}
-    assert slowest_row_prior(4, prior) == {"code": {(8, 0, 2): (pytest.approx(1.45), 2.0, 0.5)}}
-    assert slowest_row_prior(1, prior) == prior
-    mid = lambda q: 1.0 + 0.08 * q  # noqa: E731
-    assert drafts_can_pay(rows_latency(tiny_model(), 1, mid), 1, "code")
-    assert choose_config(rows_latency(tiny_model(), 4, mid), "code", host_s=0.0).enabled  # the per-row prior pays
-    assert not drafts_can_pay(rows_latency(tiny_model(), 4, mid), 4, "code")
-    assert drafts_can_pay(lambda q: 1.0, 8, "mixed", beam_budget=8)  # free extra tokens: beam drafts pay
-    assert not drafts_can_pay(lambda q: float(q), 8, "mixed", beam_budget=8)
+def test_a_batch_drafts_where_one_good_draft_token_per_row_pays_for_the_wider_step():
+    """A step of R rows feeding two tokens each, the second accepted half the time, with R rows' drafting host work,
+    must beat the plain batched step by MIN_SPEEDUP: 1.5 / (latency(2) + R * HOST_S) >= MIN_SPEEDUP / latency(1);
+    beam search prices its own steps (BeamPricing)."""
+    def two_point(second: float):
+        return lambda q: {1: 1.0, 2: second}[q]
+
+    bound = (1 + GOOD_DRAFT) / MIN_SPEEDUP - 4 * HOST_S  # the dearest two-token step four rows may draft at
+    assert drafts_can_pay(two_point(bound - 0.01), 4)
+    assert not drafts_can_pay(two_point(bound + 0.01), 4)
+    assert drafts_can_pay(two_point(10.0), 1)  # one sequence sizes its own steps
+    assert drafts_can_pay(lambda q: 1.0, 8, beam_budget=8)  # free extra tokens: beam drafts pay
+    assert not drafts_can_pay(lambda q: float(q), 8, beam_budget=8)
 
 
 @pytest.mark.parametrize("eos", [None, 7])
