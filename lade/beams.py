@@ -1,9 +1,9 @@
 """Exact lookahead beam search: drafted trees under every beam, verified by replaying plain beam search.
 
-One step: every running beam (a row of the B * k rows) feeds its last token and a tree of drafts: the model's own top
-successors of its tokens, recorded from every logit row computed so far, and continuations from its prompt's n-gram
-pool (the prompt's or source's n-grams and every beam's output, shared by the prompt's beams); all rows in one forward
-under the tree mask. Plain beam search steps are then replayed one after another (lade.beam_state),
+One step: every running beam (a row of the B * k rows) feeds its last token and a tree of drafts: its likeliest next
+tokens (from the logits where its last token was computed, else the model's recorded successors of that token), then
+continuations from its prompt's n-gram pool (the prompt's or source's n-grams and every beam's output, shared by the
+prompt's beams), then chains of recorded successors; all rows in one forward under the tree mask. Plain beam search steps are then replayed one after another (lade.beam_state),
 each fed every running beam's next-token logits looked up in the trees; the replay ends after the first step that
 leaves a running beam whose tokens are no path of the trees (its next logits were not computed), or when beam search
 is done. So the output is plain beam search's, and a step advances every beam by as many tokens as were replayed.
@@ -14,7 +14,7 @@ caches all its tokens but the last, as plain beam search does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import GenerationConfig
@@ -98,6 +98,7 @@ class BeamRun:
     positions: Positions
     stats: LookaheadStats
     device: torch.device
+    successors: list[list[int] | None] = field(default_factory=list)  # each running beam's own top next tokens
 
 
 def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
@@ -136,7 +137,8 @@ def step(run: BeamRun) -> int:
     # 2a. every row's tree, laid out with its nodes in depth columns shared by all rows
     running = search.running()  # [N, cur_len]
     k = search.beams
-    trees = [TokenTree(_candidates(run, run.pools[r // k], running[r, run.pads[r] :].tolist(), run.pads[r]))
+    own = run.successors or [None] * len(running)
+    trees = [TokenTree(_candidates(run, run.pools[r // k], running[r, run.pads[r] :].tolist(), run.pads[r], own[r]))
              for r in range(len(running))]
     layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     drafted = layouts[0].size > 1
@@ -167,6 +169,10 @@ def step(run: BeamRun) -> int:
         origin = [origin[p] for p in parents]
         if search.done or any(n is None for n in node):
             break
+    # each new beam whose last token was fed at a node: its own top next tokens, from the logits computed there
+    width = successor_widths(k)[0]
+    run.successors = [logits[o, node_rows[o][n] if n >= 0 else 0].topk(width).indices.tolist() if n is not None
+                      else None for o, n in zip(origin, node)]
     # 2d. each new beam's cache row: its origin row's, then the root and its path's nodes in contiguous slots
     call.cache.reorder_cache(torch.tensor(origin, device=run.device))
     compact(call.cache, past, [past] * rows, [[0, *(node_rows[o][n] for n in p)] for o, p in zip(origin, path)])
@@ -205,9 +211,13 @@ def aligned_layouts(last_tokens: list[int], trees: list[TokenTree], device: torc
     return layouts, node_rows
 
 
-def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int) -> list[tuple[int, ...]]:
-    """Continuations of a beam's last token (tokens: the beam's, no padding) from its prompt's pool, cut where no
-    replayed step could use them (the beams reach max_length) or a position table ends."""
+def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int,
+                own: list[int] | None = None) -> list[tuple[int, ...]]:
+    """A beam's drafts (tokens: the beam's, no padding), in the order the budget keeps them: first its next tokens,
+    the beam's own top ones (`own`, from the logits where its last token was computed) or else the recorded
+    successors of its last token, each alone (a second replayed step needs every surviving beam among them); then its
+    prompt's pool continuations; then chains of recorded successors. Cut where no replayed step could use them (the
+    beams reach max_length) or a position table ends."""
     depth = run.search.max_length - run.search.cur_len - 1  # a node at depth d chooses the token at cur_len + d + 1
     last = len(tokens) - 1
     bound = run.positions.last_position(last, pad)
@@ -217,12 +227,14 @@ def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int) -> l
         return []
     before = tokens[-2] if len(tokens) > 1 else None
     widths = successor_widths(run.search.beams)[: min(depth, pool.ngram_size - 1)]
-    drafts = _successors(run.table, tokens[-1], widths) + [c[:depth] for c in pool.candidates(tokens[-1], before)]
+    firsts = [] if run.table is None or not widths else \
+        (own if own is not None else run.table.row(tokens[-1]))[: widths[0]]
+    drafts = [(first,) for first in firsts] + [c[:depth] for c in pool.candidates(tokens[-1], before)] + \
+        [(first, *chain) for first in firsts for chain in _successors(run.table, first, widths[1:])]
     kept: list[tuple[int, ...]] = []
-    for draft in drafts:  # in order, while the tree stays within the budget
-        if len(TokenTree([*kept, draft])) > run.budget:
-            break
-        kept.append(draft)
+    for draft in drafts:  # in order, each that keeps the tree within the budget
+        if len(TokenTree([*kept, draft])) <= run.budget:
+            kept.append(draft)
     return kept
 
 

@@ -8,12 +8,17 @@ running beam's logits were computed. So sequences are identical and scores agree
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 import lade
+from lade.beams import _candidates
 from lade.cache import self_attention_cache
 from lade.compat import CACHE_KWARG
+from lade.drafters.pool import NGramPool
+from lade.drafters.recycling import AdjacencyTable
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -131,6 +136,23 @@ def test_drafts_are_accepted():
     _assert_same(plain, out)
     assert stats.compression > 1.2
     assert max(stats.accepted_per_step) >= 3
+
+
+def test_a_beam_drafts_its_own_next_tokens_first_then_the_pool_then_successor_chains():
+    """Under the budget a beam's tree takes, in order and each draft that still fits: its next tokens alone (its own
+    top ones, from the logits where its last token was computed, else the recorded successors of that token), so a
+    second beam step replays wherever every survivor is among them; then the pool's continuations; then chains."""
+    table = AdjacencyTable(vocab_size=20, width=4)
+    table.update(torch.tensor([5, 9, 8]), torch.eye(20)[[1, 2, 3]] + torch.arange(20).flip(0) / 100)
+    pool = NGramPool(ngram_size=4, guess_set_size=2)
+    pool.add_sequence([5, 11, 12, 13])
+    search = SimpleNamespace(max_length=100, cur_len=10, beams=2)
+    run = SimpleNamespace(search=search, positions=SimpleNamespace(last_position=lambda last, pad: None), table=table,
+                          budget=6)
+    assert _candidates(run, pool, [4, 5], 0, own=[9, 8, 7]) == [(9,), (8,), (11, 12, 13), (9, 2)]
+    assert _candidates(run, pool, [4, 5], 0)[:2] == [(1,), (0,)]  # no own tokens: the recorded successors of 5
+    run.table = None
+    assert _candidates(run, pool, [4, 5], 0, own=[9, 8]) == [(11, 12, 13)]  # drafts disabled: no successors
 
 
 def test_model_generate_custom_generate_and_disabled_config():
