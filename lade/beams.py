@@ -3,12 +3,12 @@
 One step: every running beam (a row of the B * k rows) feeds its last token and a tree of drafts: its likeliest next
 tokens (from the logits where its last token was computed, else the model's recorded successors of that token), then
 continuations from its prompt's n-gram pool (the prompt's or source's n-grams and every beam's output, shared by the
-prompt's beams), then chains of recorded successors; all rows in one forward under the tree mask. Plain beam search steps are then replayed one after another (lade.beam_state),
-each fed every running beam's next-token logits looked up in the trees; the replay ends after the first step that
-leaves a running beam whose tokens are no path of the trees (its next logits were not computed), or when beam search
-is done. So the output is plain beam search's, and a step advances every beam by as many tokens as were replayed.
-Each new beam's cache row is its ancestor's row plus the KV of its path through that ancestor's tree: every beam
-caches all its tokens but the last, as plain beam search does.
+prompt's beams), then chains of recorded successors; all rows in one forward under the tree mask. Plain beam search
+steps are then replayed one after another (lade.beam_state), each fed every running beam's next-token logits looked up
+in the trees; the replay ends after the first step that leaves a running beam whose tokens are no path of the trees (its
+next logits were not computed), or when beam search is done. So the output is plain beam search's, and a step advances
+every beam by as many tokens as were replayed. Each new beam's cache row is its ancestor's row plus the KV of its path
+through that ancestor's tree: every beam caches all its tokens but the last, as plain beam search does.
 """
 
 from __future__ import annotations
