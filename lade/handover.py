@@ -4,7 +4,7 @@ where no draft is priced to pay.
 A step of R rows feeding q tokens each costs what the device takes for an [R, q] step: a batch's spare compute is
 shared by its rows, so drafting is dearer than for one sequence. Before any forward, "auto" with R > 1 rows asks the
 model's latency profile of R-row steps whether drafting can pay at all. A batch: whether a step feeding every row
-one draft token that is as likely right as wrong (GOOD_DRAFT) beats the plain batched step by MIN_SPEEDUP, counting
+one good draft token (accepted with probability GOOD_DRAFT) beats the plain batched step by MIN_SPEEDUP, counting
 each drafting row's host work (HOST_S). Where it can, lade's loop runs and sizes every step for the batch
 (lade/drafters/allocation.py: drafts only where they pay, plain batched steps otherwise, resting from planning while
 nothing pays); where even that draft cannot pay, no step would draft and transformers' own loop is at least as
@@ -32,7 +32,7 @@ from .outputs import (
     LookaheadStats,
 )
 
-GOOD_DRAFT = 0.5  # acceptance of the draft token a batch's rule prices: as likely right as wrong
+GOOD_DRAFT = 0.4  # acceptance of the draft token a batch's rule prices (a good first draft token on chat)
 
 
 def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> Callable[[float], float]:
