@@ -25,6 +25,7 @@ class AcceptanceStats:
         self.accepted: dict[Hashable, int] = {}
         self.group_expected: dict[Hashable, float] = {}
         self.group_accepted: dict[Hashable, int] = {}
+        self.paths_expected, self.paths_accepted = 0.0, 0
 
     def prior_mean(self, kind: Hashable) -> float:
         """The prior's rate of `kind`; for an agreement without one, its likeliest proposer's current rate (agreeing
@@ -55,3 +56,12 @@ class AcceptanceStats:
             self.group_accepted[g] = self.group_accepted.get(g, 0) + int(accepted)
         self.tested[kind] = self.tested.get(kind, 0) + 1
         self.accepted[kind] = self.accepted.get(kind, 0) + int(accepted)
+
+    def record_path(self, value: float, accepted: bool) -> None:
+        """A fed node's value (the path's expected acceptance) and whether its whole path was accepted."""
+        self.paths_expected += value
+        self.paths_accepted += int(accepted)
+
+    def path_factor(self) -> float:
+        """This sequence's accepted over expected paths, smoothed toward 1 by `group_weight` expected paths."""
+        return (self.paths_accepted + self.group_weight) / (self.paths_expected + self.group_weight)

@@ -9,10 +9,11 @@ tokens would inflate the rates of the ones that are weak alone (a recycled succe
 a retrieval match proposes it too). The
 probability that the whole path to it is accepted is the product along the path, so it never grows down a path,
 and taking nodes in decreasing path probability always yields a tree. A step feeding m nodes is expected to emit
-1 + (sum of their path probabilities) tokens (the model's own next token always comes). A fixed budget feeds every
-node up to it; adaptive steps feed the nodes that pay for the step: in a batch, lade.drafters.allocation weighs every
-row's nodes against the cost of the whole batch's step, and with cost(m) given here (the seconds of a step feeding m
-nodes) the same rule cuts one tree, at the m that maximises expected tokens / cost(m), m = 0 being a plain step.
+1 + (sum of their values: path probabilities, calibrated) tokens (the model's own next token always comes). A fixed
+budget feeds every node up to it; adaptive steps feed the nodes that pay for the step: in a batch,
+lade.drafters.allocation weighs every row's nodes against the cost of the whole batch's step, and with cost(m) given
+here (the seconds of a step feeding m nodes) the same rule cuts one tree, at the m that maximises expected tokens /
+cost(m), m = 0 being a plain step.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .acceptance import AcceptanceStats
+from .acceptance_prior import CALIBRATION
 from .allocation import allocate
 from .kinds import Kind, agreement
 from .recycling import AdjacencyTable
@@ -46,6 +48,7 @@ class PlannedNode:
 @dataclass
 class Plan:
     nodes: list[PlannedNode] = field(default_factory=list)  # in the order taken (parents first)
+    odds: float = CALIBRATION  # the odds factor of its values (`calibrated`)
 
     @property
     def candidates(self) -> list[tuple[int, ...]]:
@@ -55,12 +58,18 @@ class Plan:
 
     @property
     def values(self) -> list[float]:
-        """Each node's expected contribution to a step's tokens (its path probability), in the order taken."""
-        return [node.path_probability for node in self.nodes]
+        """Each node's expected contribution to a step's tokens, in the order taken: its path probability, calibrated.
+        The product of per-node rates treats the acceptances along a path as independent; along a copy they are
+        positively correlated, so more tokens are accepted than the products add up to, most of all deep in a path.
+        `calibrated` multiplies a path's odds by CALIBRATION, fitted on the prior's run (acceptance_prior.py), and by
+        the sequence's own accepted over expected paths so far (AcceptanceStats.path_factor)."""
+        return [calibrated(node.path_probability, self.odds) for node in self.nodes]
 
     def record(self, accepted: Sequence[int], stats: AcceptanceStats) -> None:
-        """Each node whose parent was accepted was tested: accepted iff its token is the next accepted token."""
-        for node in self.nodes:
+        """Each node whose parent was accepted was tested: accepted iff its token is the next accepted token; each
+        node's value is counted against whether its whole path was accepted."""
+        for node, value in zip(self.nodes, self.values):
+            stats.record_path(value, tuple(accepted[: len(node.path)]) == node.path)
             depth = len(node.path) - 1
             if tuple(accepted[:depth]) == node.path[:-1] and depth < len(accepted):
                 stats.record(node.kind, accepted[depth] == node.path[-1])
@@ -95,7 +104,7 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
             missed *= 1.0 - p
 
     push_children((), 1.0, root, leads)
-    plan = Plan()
+    plan = Plan(odds=CALIBRATION * stats.path_factor())
     while heap and len(plan.nodes) < budget:
         negative, _, path, kind, rest = heapq.heappop(heap)
         plan.nodes.append(PlannedNode(path, kind, -negative))
@@ -103,6 +112,11 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
     if cost is not None:
         plan.nodes = plan.nodes[: allocate([plan.values], [0], cost, margin=margin)[0]]
     return plan
+
+
+def calibrated(probability: float, odds: float = CALIBRATION) -> float:
+    """`probability` with its odds multiplied by `odds`."""
+    return odds * probability / (1.0 + (odds - 1.0) * probability)
 
 
 def node_kind(kinds: set[Kind], rate: Callable[[Kind], float]) -> tuple[Kind, float]:

@@ -17,7 +17,7 @@ from tiny_models import COMMON, random_prompt, tiny_model
 PAD = COMMON["pad_token_id"]
 GREEDY = dict(do_sample=False, max_new_tokens=40, eos_token_id=None, pad_token_id=PAD)
 FREE = lambda q: 1.0 + 1e-4 * q  # noqa: E731  (width nearly free: a memory-bound device)
-STEEP = lambda q: 1.0 + 0.3 * q  # noqa: E731  (cost grows with the step's total width: a compute-bound device)
+STEEP = lambda q: 1.0 + 0.5 * q  # noqa: E731  (cost grows with the step's total width: a compute-bound device)
 
 
 def fixed_auto(model, latency):

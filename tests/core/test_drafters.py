@@ -13,8 +13,9 @@ from distribution import decoder_only, first_two_pvalues
 from lade.distributed.checks import check_parallel_generation
 from lade.drafters import Draft, Outcome, RecyclingOptions, RowContext, register, unregister
 from lade.drafters.acceptance import AcceptanceStats
+from lade.drafters.acceptance_prior import CALIBRATION
 from lade.drafters.kinds import agreed_member, agreement
-from lade.drafters.planner import Lead, plan_tree
+from lade.drafters.planner import Lead, calibrated, plan_tree
 from lade.drafters.recycling import AdjacencyTable
 from lade.drafters.retrieval import MAX_MATCH, SuffixIndex
 from tiny_models import random_prompt, tiny_model
@@ -123,7 +124,7 @@ def test_the_step_size_maximises_expected_tokens_per_second(seed):
     cost = lambda m: max(latency[m], 0.01)  # noqa: E731
     full = plan_tree(3, [], table, lambda rank, depth: ("c", rank), stats, 30, None)
     cut = plan_tree(3, [], table, lambda rank, depth: ("c", rank), stats, 30, cost)
-    assert len(cut.nodes) == slow_best([n.path_probability for n in full.nodes], cost)
+    assert len(cut.nodes) == slow_best(full.values, cost)
     assert [n.path for n in cut.nodes] == [n.path for n in full.nodes[: len(cut.nodes)]]
 
 
@@ -135,7 +136,7 @@ def test_no_acceptance_means_plain_steps_and_flat_latency_means_wide_ones():
     steep = lambda m: 0.04 * (1 + 0.5 * (m > 0)) + 0.002 * m  # noqa: E731  (a CPU: any draft costs 1.5x)
     flat = lambda m: 0.04 + 1e-5 * m  # noqa: E731  (a GPU, memory bound)
     assert plan_tree(3, leads, table, lambda r, d: ("c",), never, 24, flat).nodes == []  # nothing is ever accepted
-    assert plan_tree(3, leads, table, lambda r, d: ("c",), stats_with(0.1), 24, steep).nodes == []
+    assert plan_tree(3, leads, table, lambda r, d: ("c",), stats_with(0.03), 24, steep).nodes == []
     wide = plan_tree(3, leads, table, lambda r, d: ("c",), often, 24, flat)
     assert len(wide.nodes) == 24
     assert 0 < len(plan_tree(3, leads, table, lambda r, d: ("c",), often, 24, steep).nodes) < 24
@@ -356,3 +357,20 @@ def test_the_latency_model_passed_in_is_the_one_the_planner_uses():
     assert lade.auto_config(model, latency=steep).window_size == 0  # the static choice with this model: no window
     with pytest.raises(ValueError, match="drop lookahead_latency"):
         lade.generate(model, ids, lade.LookaheadConfig(), lookahead_latency=steep, **GREEDY)
+
+
+def test_values_are_path_probabilities_with_calibrated_odds_corrected_by_the_sequence():
+    assert calibrated(0.0, 3.0) == 0.0 and calibrated(1.0, 3.0) == 1.0 and calibrated(0.25, 1.0) == 0.25
+    assert calibrated(0.25, 3.0) == pytest.approx(0.5)  # odds 1/3 -> 1
+    stats = AcceptanceStats({("r", 0): 0.3})
+    lead = [Lead((5, 6), (("r", 0), ("r", 0)))]
+    plan = plan_tree(1, lead, None, lambda rank, depth: ("c", rank), stats, 8, None)
+    assert plan.odds == pytest.approx(CALIBRATION)
+    assert plan.values == [pytest.approx(calibrated(n.path_probability, CALIBRATION)) for n in plan.nodes]
+    for _ in range(20):  # a sequence that accepts every path raises its odds; one that accepts none lowers them
+        plan.record([5, 6, 7], stats)
+    assert plan_tree(1, lead, None, lambda rank, depth: ("c", rank), stats, 8, None).odds > CALIBRATION
+    stats = AcceptanceStats({("r", 0): 0.3})
+    for _ in range(20):
+        plan.record([9], stats)
+    assert plan_tree(1, lead, None, lambda rank, depth: ("c", rank), stats, 8, None).odds < CALIBRATION
