@@ -50,7 +50,7 @@ def main() -> None:
         def counted(outcome):
             for node in drafter.plan.nodes:
                 predicted.append(node.path_probability)
-                realised[0] += tuple(outcome.accepted[: len(node.path)]) == node.path
+                realised[0] += node.accepted_in(outcome.accepted)
             observe(outcome)
 
         drafter.observe = counted

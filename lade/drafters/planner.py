@@ -44,6 +44,10 @@ class PlannedNode:
     kind: Kind  # whose acceptance rate it was planned with, and whose counts its outcome goes to
     path_probability: float
 
+    def accepted_in(self, accepted: Sequence[int]) -> bool:
+        """Whether a step that accepted `accepted` accepted the whole path to this node."""
+        return tuple(accepted[: len(self.path)]) == self.path
+
 
 @dataclass
 class Plan:
@@ -69,7 +73,7 @@ class Plan:
         """Each node whose parent was accepted was tested: accepted iff its token is the next accepted token; each
         node's value is counted against whether its whole path was accepted."""
         for node, value in zip(self.nodes, self.values):
-            stats.record_path(value, tuple(accepted[: len(node.path)]) == node.path)
+            stats.record_path(value, node.accepted_in(accepted))
             depth = len(node.path) - 1
             if tuple(accepted[:depth]) == node.path[:-1] and depth < len(accepted):
                 stats.record(node.kind, accepted[depth] == node.path[-1])
@@ -114,7 +118,7 @@ def plan_tree(root: int, leads: Sequence[Lead], table: AdjacencyTable | None,
     return plan
 
 
-def calibrated(probability: float, odds: float = CALIBRATION) -> float:
+def calibrated(probability: float, odds: float) -> float:
     """`probability` with its odds multiplied by `odds`."""
     return odds * probability / (1.0 + (odds - 1.0) * probability)
 
