@@ -4,14 +4,14 @@ where no draft is priced to pay.
 A step of R rows feeding q tokens each costs what the device takes for an [R, q] step: a batch's spare compute is
 shared by its rows, so drafting is dearer than for one sequence. Before any forward, "auto" with R > 1 rows asks the
 model's latency profile of R-row steps whether drafting can pay at all. A batch: whether a step feeding every row
-one good draft token (accepted with probability GOOD_DRAFT) beats the plain batched step by MIN_SPEEDUP, counting
-each drafting row's host work (HOST_S). Where it can, lade's loop runs and sizes every step for the batch
-(lade/drafters/allocation.py: drafts only where they pay, plain batched steps otherwise, resting from planning while
-nothing pays); where even that draft cannot pay, no step would draft and transformers' own loop is at least as
-fast. Beam search prices a step drafting the full tree under every beam at the replay expected before any was
-observed (lade.beams.BeamPricing). Where drafts cannot pay, the call runs through transformers' own loop (`_sample`
-or `_beam_search`, what `model.generate` runs). One sequence never hands over: its plain steps take the model's
-plain decoding path, and its adaptive drafts are sized step by step.
+one good draft token (accepted with probability GOOD_DRAFT) beats transformers' plain batched step by MIN_SPEEDUP,
+counting each row's drafting host work (HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S). Where it
+can, lade's loop runs and sizes every step for the batch (lade/drafters/allocation.py: drafts only where they pay,
+plain batched steps otherwise, resting from planning while nothing pays); where even that draft cannot pay, no step
+would draft and transformers' own loop is at least as fast. Beam search prices a step drafting the full tree under
+every beam at the replay expected before any was observed (lade.beams.BeamPricing). Where drafts cannot pay, the call
+runs through transformers' own loop (`_sample` or `_beam_search`, what `model.generate` runs). One sequence never
+hands over: its plain steps take the model's plain decoding path, and its adaptive drafts are sized step by step.
 """
 
 from __future__ import annotations
@@ -47,15 +47,21 @@ def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> 
 def drafts_can_pay(rows_model: Callable[[float], float], rows: int, beam_budget: int | None = None) -> bool:
     """Whether drafting can pay at steps of `rows` rows (always True for one row), priced by rows_model (q ->
     seconds of a step of `rows` rows feeding q tokens each: `rows_latency`). A batch: a step feeding every row its
-    last token and one draft token accepted with probability GOOD_DRAFT, plus each row's drafting host work, against
-    the plain batched step. Beam search (beam_budget: most tree nodes under one beam): whether a step feeding every
-    beam its last token and a full tree is priced to pay over transformers' plain beam step."""
+    last token and one draft token accepted with probability GOOD_DRAFT, plus each row's host work (`host_seconds`),
+    against transformers' plain batched step. Beam search (beam_budget: most tree nodes under one beam): whether a step
+    feeding every beam its last token and a full tree is priced to pay over transformers' plain beam step."""
     if beam_budget is not None:
-        return BeamPricing(rows_model, rows * (HOST_S + LOOP_S)).drafts_pay(1 + beam_budget)
+        return BeamPricing(rows_model, host_seconds(rows)).drafts_pay(1 + beam_budget)
     if rows <= 1:
         return True
-    drafting = (1 + GOOD_DRAFT) / (rows_model(2) + rows * HOST_S)  # tokens per row and second
+    drafting = (1 + GOOD_DRAFT) / (rows_model(2) + host_seconds(rows))  # tokens per row and second
     return drafting >= MIN_SPEEDUP / rows_model(1)
+
+
+def host_seconds(rows: int) -> float:
+    """Host work of a drafted step of `rows` rows beyond transformers' plain step: each row's drafting (HOST_S) and
+    lade's loop (LOOP_S)."""
+    return rows * (HOST_S + LOOP_S)
 
 
 def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor, stopping_criteria,

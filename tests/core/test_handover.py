@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import lade
-from lade.cost import HOST_S, MIN_SPEEDUP, device_key, latency_profile, profile_path
-from lade.handover import GOOD_DRAFT, drafts_can_pay, rows_latency
+from lade.cost import MIN_SPEEDUP, device_key, latency_profile, profile_path
+from lade.handover import GOOD_DRAFT, drafts_can_pay, host_seconds, rows_latency
 from tiny_models import COMMON, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -37,13 +37,14 @@ def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
 
 
 def test_a_batch_drafts_where_one_good_draft_token_per_row_pays_for_the_wider_step():
-    """A step of R rows feeding two tokens each, the second accepted half the time, with R rows' drafting host work,
-    must beat the plain batched step by MIN_SPEEDUP: 1.5 / (latency(2) + R * HOST_S) >= MIN_SPEEDUP / latency(1);
-    beam search prices its own steps (BeamPricing)."""
+    """A step of R rows feeding two tokens each, the second accepted with probability GOOD_DRAFT, with R rows' host
+    work (drafting, and lade's loop beyond transformers'), must beat transformers' plain batched step by MIN_SPEEDUP:
+    (1 + GOOD_DRAFT) / (latency(2) + host_seconds(R)) >= MIN_SPEEDUP / latency(1); beam search prices its own steps
+    (BeamPricing)."""
     def two_point(second: float):
         return lambda q: {1: 1.0, 2: second}[q]
 
-    bound = (1 + GOOD_DRAFT) / MIN_SPEEDUP - 4 * HOST_S  # the dearest two-token step four rows may draft at
+    bound = (1 + GOOD_DRAFT) / MIN_SPEEDUP - host_seconds(4)  # the dearest two-token step four rows may draft at
     assert drafts_can_pay(two_point(bound - 0.01), 4)
     assert not drafts_can_pay(two_point(bound + 0.01), 4)
     assert drafts_can_pay(two_point(10.0), 1)  # one sequence sizes its own steps
