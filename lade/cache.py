@@ -1,8 +1,10 @@
-"""KV-cache compaction: keep the accepted tokens of a step in contiguous slots, drop the rest."""
+"""KV-cache compaction: keep the accepted tokens of a step in contiguous slots, drop the rest; and slotted caches,
+whose steps write their KV in place."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
@@ -80,3 +82,73 @@ def crop(cache: Cache, length: int) -> None:
     for layer in self_attention_cache(cache).layers:
         if layer.is_initialized and layer.keys.shape[-2] > length:
             layer.crop(length - layer.keys.shape[-2])
+
+
+class SlotLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values are prefix views of buffers with room to spare: a step writes its slots in
+    place, where DynamicLayer concatenates (a copy of the layer's whole cache at every step). Cropping keeps the view
+    on its buffer, so a step's slots past the kept ones are simply overwritten by the next step; any operation that
+    replaces the tensors (a batch row leaving, a reorder) is followed by one copy into a new buffer."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """key_states, value_states: [B, H, q, D] the step's slots -> the layer's keys and values [B, H, S + q, D]."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        length = self.get_seq_length()
+        end = length + key_states.shape[-2]
+        if not self._in_buffer(key_states, end):
+            self._rebuffer(key_states, value_states, length, end + max(SPARE, end // 4))
+        self._key_buffer[..., length:end, :] = key_states
+        self._value_buffer[..., length:end, :] = value_states
+        self.keys, self.values = self._key_buffer[..., :end, :], self._value_buffer[..., :end, :]
+        return self.keys, self.values
+
+    def _in_buffer(self, key_states: torch.Tensor, end: int) -> bool:
+        """Whether keys and values are still prefix views of this layer's buffers and `end` slots fit them."""
+        buffers = getattr(self, "_key_buffer", None), getattr(self, "_value_buffer", None)
+        if buffers[0] is None or end > buffers[0].shape[-2] or buffers[0].shape[:2] != key_states.shape[:2] \
+                or buffers[0].dtype != key_states.dtype or buffers[0].device != key_states.device:
+            return False
+        return all(held.numel() == 0 or (held.data_ptr() == buffer.data_ptr() and held.stride() == buffer.stride())
+                   for held, buffer in zip((self.keys, self.values), buffers))
+
+    def _rebuffer(self, key_states: torch.Tensor, value_states: torch.Tensor, length: int, capacity: int) -> None:
+        """New buffers of `capacity` slots holding the layer's first `length` slots."""
+        for name, held, new in (("_key_buffer", self.keys, key_states), ("_value_buffer", self.values, value_states)):
+            buffer = new.new_empty((*new.shape[:2], capacity, new.shape[-1]))  # [B, H, capacity, D]
+            if length:
+                buffer[..., :length, :] = held
+            setattr(self, name, buffer)
+
+    def release(self) -> None:
+        """Back to a plain DynamicLayer holding its own compact tensors (the spare room freed)."""
+        if self.is_initialized and self.keys.numel():
+            self.keys, self.values = self.keys.clone(), self.values.clone()
+        for name in ("_key_buffer", "_value_buffer"):
+            self.__dict__.pop(name, None)
+        self.__class__ = DynamicLayer
+
+
+SPARE = 256  # slots a new buffer holds past what it needs (at least; a quarter of the length for long ones)
+
+
+@contextmanager
+def slotted(cache: Cache) -> Iterator[None]:
+    """Within the block, the decoder self-attention cache's layers (plain DynamicLayers, check_compactable) write
+    each step's KV in place (SlotLayer); after it they are plain DynamicLayers again, holding their own tensors."""
+    inner = self_attention_cache(cache)
+    for layer in inner.layers:
+        if type(layer) is DynamicLayer:
+            layer.__class__ = SlotLayer  # same object and state: only update changes
+    lazy = getattr(inner, "layer_class_to_replicate", None) is DynamicLayer  # a cache that adds layers as it goes
+    if lazy:
+        inner.layer_class_to_replicate = SlotLayer
+    try:
+        yield
+    finally:
+        if lazy:
+            inner.layer_class_to_replicate = DynamicLayer
+        for layer in inner.layers:
+            if isinstance(layer, SlotLayer):
+                layer.release()

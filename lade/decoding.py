@@ -20,7 +20,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 from .auto import auto_task, resolve_config
 from .batch_scores import batch_outputs
 from .beams import beam_config, beam_generate, logits_width
-from .cache import crop, new_cache, self_attention_cache
+from .cache import crop, new_cache, self_attention_cache, slotted
 from .checks import check_corpus, check_corpus_draft, check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
 from .config import LookaheadConfig
@@ -132,7 +132,7 @@ def lookahead_generate(
 
     # 3. the loop
     start = time.perf_counter()
-    with strategy.guard():
+    with strategy.guard(), slotted(cache):
         decode(run, rows, input_ids, model_kwargs.get("attention_mask") if any(pads) else None,
                self_attention_cache(cache).get_seq_length())
     strategy.finish()

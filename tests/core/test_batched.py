@@ -3,13 +3,13 @@
 
 import pytest
 import torch
-from transformers.cache_utils import DynamicCache
+from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 import lade
 from distribution import decoder_only, first_two_pvalues
 from lade import left_pad as left_pad_with
-from lade.cache import compact
+from lade.cache import SlotLayer, compact, crop, slotted
 from lade.layout import additive_mask, build_layout, stack_layouts
 from lade.tree import TokenTree
 from tiny_models import COMMON, RecordingStreamer, random_prompt, tiny_model
@@ -174,6 +174,54 @@ def test_compact_moves_each_rows_accepted_slots():
             assert torch.equal(cache.layers[0].keys[b, :, s + i], keys[b, :, past + k])
             assert torch.equal(cache.layers[0].values[b, :, s + i], values[b, :, past + k])
         assert torch.equal(cache.layers[0].keys[b, :, :s], keys[b, :, :s])
+
+
+def test_slot_layers_hold_what_dynamic_layers_hold_and_write_in_place():
+    """Random steps (updates of several slots, compaction, a row leaving) on a DynamicCache and on a slotted one: the
+    same keys and values after every operation; a step after compaction writes into the same buffer."""
+    generator = torch.Generator().manual_seed(0)
+    plain_cache, slot_cache = DynamicCache(), DynamicCache()
+    in_place = 0
+    with slotted(slot_cache):
+        rows = 3
+        for step in range(40):
+            q = int(torch.randint(1, 6, (1,), generator=generator))
+            keys, values = (torch.randn(rows, 2, q, 4, generator=generator) for _ in range(2))
+            past = plain_cache.get_seq_length()
+            buffer = slot_cache.layers[0].keys.data_ptr() if past else None
+            for cache in (plain_cache, slot_cache):
+                cache.update(keys.clone(), values.clone(), 0)
+            in_place += buffer == slot_cache.layers[0].keys.data_ptr()
+            starts = [past - int(torch.randint(0, min(past, 3) + 1, (1,), generator=generator)) for _ in range(rows)]
+            keep = [[0, *range(1, int(torch.randint(1, q + 1, (1,), generator=generator)))] for _ in range(rows)]
+            for cache in (plain_cache, slot_cache):
+                compact(cache, past, starts, keep)
+            if step == 25:  # a row leaves the batch
+                rows -= 1
+                for cache in (plain_cache, slot_cache):
+                    cache.batch_select_indices(torch.tensor([0, 2]))
+            assert isinstance(slot_cache.layers[0], SlotLayer)
+            assert torch.equal(slot_cache.layers[0].keys, plain_cache.layers[0].keys)
+            assert torch.equal(slot_cache.layers[0].values, plain_cache.layers[0].values)
+    assert in_place >= 35  # all but the first step and the one after the row left (and a rare regrowth)
+    held = slot_cache.layers[0].keys
+    assert type(slot_cache.layers[0]) is DynamicLayer and held.is_contiguous()
+    assert torch.equal(held, plain_cache.layers[0].keys)
+
+
+def test_slotted_never_writes_into_tensors_the_caller_holds():
+    """A cache passed in keeps its tensors: the slotted layers copy them into their own buffers before writing."""
+    cache = DynamicCache()
+    keys = torch.randn(1, 2, 5, 4)
+    cache.update(keys.clone(), keys.clone(), 0)
+    held = cache.layers[0].keys
+    before = held.clone()
+    with slotted(cache):
+        crop(cache, 3)
+        cache.update(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4), 0)
+    assert torch.equal(held, before)
+    assert torch.equal(cache.layers[0].keys[..., :3, :], before[..., :3, :])
+    assert not cache.layers[0].keys[..., 3:, :].any()
 
 
 def test_stacked_layouts_pad_with_self_only_dummies():

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 import torch
-from transformers.cache_utils import DynamicCache
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 import lade
 from lade.cost import device_key, latency_profile
@@ -58,6 +58,7 @@ def test_the_returned_cache_continues_exactly():
         out = lade.generate(model, ids, CONFIGS[0], **kw)
         assert torch.equal(out.sequences, want.sequences)
         assert out.cache.get_seq_length() == want.cache.get_seq_length() == out.sequences.shape[1] - 1
+        assert all(type(layer) is DynamicLayer for layer in out.cache.layers)  # lade's in-place layers are released
         for got, ref in zip(out.cache.layers, want.cache.layers):
             torch.testing.assert_close(got.keys, ref.keys, atol=1e-5, rtol=1e-5)
         more = dict(GREEDY, max_new_tokens=8)
