@@ -84,6 +84,9 @@ def crop(cache: Cache, length: int) -> None:
             layer.crop(length - layer.keys.shape[-2])
 
 
+SPARE = 256  # slots a new buffer holds past what it needs (at least; a quarter of the length for long ones)
+
+
 class SlotLayer(DynamicLayer):
     """A DynamicLayer whose keys and values are prefix views of buffers with room to spare: a step writes its slots in
     place, where DynamicLayer concatenates (a copy of the layer's whole cache at every step). Cropping keeps the view
@@ -128,9 +131,6 @@ class SlotLayer(DynamicLayer):
         for name in ("_key_buffer", "_value_buffer"):
             self.__dict__.pop(name, None)
         self.__class__ = DynamicLayer
-
-
-SPARE = 256  # slots a new buffer holds past what it needs (at least; a quarter of the length for long ones)
 
 
 @contextmanager
