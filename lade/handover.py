@@ -10,19 +10,22 @@ can, lade's loop runs and sizes every step for the batch (lade/drafters/allocati
 plain batched steps otherwise, resting from planning while nothing pays); where even that draft cannot pay, no step
 would draft and transformers' own loop is at least as fast. Beam search prices a step drafting the full tree under
 every beam at the replay expected before any was observed (lade.beams.BeamPricing). Where drafts cannot pay, the call
-runs through transformers' own loop (`_sample` or `_beam_search`, what `model.generate` runs). One sequence never
-hands over: its plain steps take the model's plain decoding path, and its adaptive drafts are sized step by step.
+runs through transformers' own loop (`_sample` or `_beam_search`, what `model.generate` runs), a batch's steps
+writing their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands over: its plain
+steps take the model's plain decoding path, and its adaptive drafts are sized step by step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 from transformers import GenerationConfig
 
 from .beams import BeamPricing
-from .compat import eos_token_tensor
+from .cache import slotted
+from .compat import CACHE_KWARG, eos_token_tensor
 from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile
 from .outputs import (
     LookaheadBeamDecoderOnlyOutput,
@@ -66,12 +69,15 @@ def host_seconds(rows: int) -> float:
 
 def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor, stopping_criteria,
                    gen: GenerationConfig, synced_gpus: bool, streamer, model_kwargs: dict):
-    """The call decoded by transformers' own loop, as `model.generate` would; with return_dict_in_generate, lade's
-    output type whose stats say so (`handed_over`, one token per row and forward). input_ids: [B, P]."""
+    """The call decoded by transformers' own loop, as `model.generate` would, its batched steps writing their KV in
+    place (lade.cache.slotted); with return_dict_in_generate, lade's output type whose stats say so (`handed_over`, one
+    token per row and forward). input_ids: [B, P]."""
     method = type(model)._beam_search if beams else type(model)._sample
     extra = {} if beams else {"streamer": streamer}
-    out = method(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
-                 generation_config=gen, synced_gpus=synced_gpus, **extra, **model_kwargs)
+    cache = model_kwargs.get(CACHE_KWARG)  # batched steps write their KV in place (lade.cache.slotted), as lade's own
+    with slotted(cache) if cache is not None and not beams else nullcontext():  # beams reorder the cache every step
+        out = method(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
+                     generation_config=gen, synced_gpus=synced_gpus, **extra, **model_kwargs)
     if not gen.return_dict_in_generate:
         return out
     new = out.sequences[:, input_ids.shape[1] :]  # [B * num_return_sequences, T]

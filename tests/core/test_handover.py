@@ -4,8 +4,11 @@ injected (lookahead_latency=): STEEP prices wide batched steps dear, FREE makes 
 
 import pytest
 import torch
+from transformers.cache_utils import DynamicLayer
 
 import lade
+from lade.cache import SlotLayer
+from lade.compat import CACHE_KWARG
 from lade.cost import MIN_SPEEDUP, device_key, latency_profile, profile_path
 from lade.handover import GOOD_DRAFT, drafts_can_pay, host_seconds, rows_latency
 from tiny_models import COMMON, random_prompt, tiny_model
@@ -68,6 +71,23 @@ def test_a_batch_where_drafts_cannot_pay_runs_plain_generate(eos):
         expected = int(hits[0, 0]) + 1 if len(hits) else new.shape[1]
         assert stats.steps == stats.new_tokens == expected  # one token per forward
     assert out.lookahead_stats.new_tokens == sum(s.new_tokens for s in out.row_stats)
+
+
+def test_a_handed_over_batch_writes_its_cache_in_place_and_returns_plain_layers(monkeypatch):
+    """transformers' loop runs over lade's in-place cache layers (lade.cache.slotted); the cache it returns holds
+    plain DynamicLayers with exactly plain generate's keys and values."""
+    model = tiny_model()  # (encoder-decoder models decode one input at a time: no batch to hand over)
+    ids, mask = batch()
+    updates = []
+    update = SlotLayer.update
+    monkeypatch.setattr(SlotLayer, "update", lambda self, *a, **k: updates.append(self) or update(self, *a, **k))
+    plain, out = both(model, ids, mask, "auto", STEEP)
+    assert out.lookahead_stats.handed_over and torch.equal(out.sequences, plain.sequences)
+    assert len(updates) == GREEDY["max_new_tokens"] * model.config.num_hidden_layers  # a forward per new token
+    returned, expected = getattr(out, CACHE_KWARG), getattr(plain, CACHE_KWARG)
+    assert all(type(layer) is DynamicLayer for layer in returned.layers)
+    for ours, theirs in zip(returned.layers, expected.layers, strict=True):
+        assert torch.equal(ours.keys, theirs.keys) and torch.equal(ours.values, theirs.values)
 
 
 def test_a_batch_where_drafts_pay_and_explicit_configs_never_hand_over():
