@@ -167,7 +167,9 @@ def spec_bench(path: Path, per_task: bool = False) -> str:
 
 BATCH_NOTE = ("speedup is plain batched greedy's total time over the lade method's on the same batches (the throughput "
               "ratio), with a 95% bootstrap interval over batches where n >= 5; n counts batches; compression is new "
-              "tokens per forward per row.")
+              "tokens per forward per row. lade keeps the KV cache in place where transformers' DynamicCache copies "
+              "it at every step: part of each ratio is that copy, and all of it where compression is 1.00 (the call "
+              "handed to transformers' loop over lade's cache; docs/benchmarks.md).")
 
 
 def batches(path: Path, predictions_path: Path | None = None, model: str = "Llama-2-7B", task: str = "chat") -> str:
