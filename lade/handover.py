@@ -74,7 +74,7 @@ def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor
     token per row and forward). input_ids: [B, P]."""
     method = type(model)._beam_search if beams else type(model)._sample
     extra = {} if beams else {"streamer": streamer}
-    cache = model_kwargs.get(CACHE_KWARG)  # batched steps write their KV in place (lade.cache.slotted), as lade's own
+    cache = model_kwargs.get(CACHE_KWARG)  # its batched steps write their KV in place, as lade's loop's do
     with slotted(cache) if cache is not None and not beams else nullcontext():  # beams reorder the cache every step
         out = method(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
                      generation_config=gen, synced_gpus=synced_gpus, **extra, **model_kwargs)
