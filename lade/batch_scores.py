@@ -22,6 +22,8 @@ def batch_outputs(model, rows: list[Row], sequences: torch.Tensor, prompt_mask: 
                   attention: str) -> tuple[tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
     """sequences: [B, L] what generate returns (finished rows padded); prompt_mask: [B, P] the prompts' attention
     mask (None: no padding) -> (scores, logits), each a tuple of L - P tensors [B, V] (None where not kept)."""
+    if rows[0].scores is None and rows[0].logits is None:
+        return None, None  # nothing kept: no forward of the finished rows
     tails = _tails(model, rows, sequences, prompt_mask, attention)
     scores = logits = None
     if rows[0].scores is not None:

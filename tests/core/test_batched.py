@@ -338,6 +338,29 @@ def test_batch_scores_and_logits_equal_plain_batched_generate(config):
     assert_steps_close(only.scores, ref.scores)
 
 
+def test_a_batch_output_without_scores_runs_no_forward_after_decoding():
+    """return_dict_in_generate without output_scores or output_logits: no forward of the finished rows (the pass that
+    computes what plain generate scores for them after their end)."""
+    model = tiny_model("llama", "sdpa")
+    prompts = [random_prompt(50 + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
+    ids, mask = left_pad(prompts)
+    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
+    kw = dict(GREEDY, eos_token_id=pick_eos(free))
+    ref = model.generate(ids, attention_mask=mask, **kw)
+    assert len({int((row != PAD).sum()) for row in ref[:, ids.shape[1] :]}) > 1  # rows finish at different steps
+    forwards = []
+    handle = model.register_forward_pre_hook(lambda *_: forwards.append(1))
+    try:
+        tensor = lade.generate(model, ids, CONFIGS[0], attention_mask=mask, **kw)
+        alone = len(forwards)
+        out = lade.generate(model, ids, CONFIGS[0], attention_mask=mask, return_dict_in_generate=True, **kw)
+    finally:
+        handle.remove()
+    assert torch.equal(tensor, ref) and torch.equal(out.sequences, ref)
+    assert out.scores is None and out.logits is None
+    assert len(forwards) - alone == alone
+
+
 def test_batch_sampling_scores_per_row_and_after_the_end():
     """Seeded sampling: the keyed noise of a row depends on its index and positions only, so row 0 (unpadded)
     samples exactly what it samples alone; its scores are the same processed rows. Every entry, including a
