@@ -63,6 +63,15 @@ def pick_eos(new_tokens: torch.Tensor) -> int:
     return max(sorted(set(new_tokens[:, 1:].flatten().tolist())), key=spread)
 
 
+def ending_batch(model, seed: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Four left-padded prompts (ids, mask [4, P]) and the EOS (pick_eos) that ends their greedy rows at different
+    steps."""
+    prompts = [random_prompt(seed + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
+    ids, mask = left_pad(prompts)
+    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
+    return ids, mask, pick_eos(free)
+
+
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2", "gpt_neox"])
 def test_batched_greedy_equals_per_row_and_batched_plain(arch, attn):
@@ -90,10 +99,8 @@ def test_batched_greedy_equals_per_row_and_batched_plain(arch, attn):
 def test_custom_generate_batch_and_rows_leave_the_batch():
     """The custom_generate spelling; finished rows stop being fed to the model (the forward batch shrinks)."""
     model = tiny_model("qwen2", "sdpa")
-    prompts = [random_prompt(20 + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
-    ids, mask = left_pad(prompts)
-    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
-    kw = dict(GREEDY, eos_token_id=pick_eos(free))
+    ids, mask, eos = ending_batch(model, 20)
+    kw = dict(GREEDY, eos_token_id=eos)
     widths = []
     handle = model.register_forward_pre_hook(lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[0]),
                                              with_kwargs=True)
@@ -321,10 +328,8 @@ def test_batch_scores_and_logits_equal_plain_batched_generate(config):
     that finished (EOS) the scores plain generate computes for it fed pad tokens (the same tokens, positions and
     padding, one forward instead of one per step: equal up to rounding)."""
     model = tiny_model("llama", "sdpa")
-    prompts = [random_prompt(50 + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
-    ids, mask = left_pad(prompts)
-    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
-    kw = dict(GREEDY, eos_token_id=pick_eos(free), repetition_penalty=1.3, return_dict_in_generate=True,
+    ids, mask, eos = ending_batch(model, 50)
+    kw = dict(GREEDY, eos_token_id=eos, repetition_penalty=1.3, return_dict_in_generate=True,
               output_scores=True, output_logits=True)
     ref = model.generate(ids, attention_mask=mask, **kw)
     assert len({int((row != PAD).sum()) for row in ref.sequences[:, ids.shape[1] :]}) > 1
@@ -342,10 +347,8 @@ def test_a_batch_output_without_scores_runs_no_forward_after_decoding():
     """return_dict_in_generate without output_scores or output_logits: no forward of the finished rows (the pass that
     computes what plain generate scores for them after their end)."""
     model = tiny_model("llama", "sdpa")
-    prompts = [random_prompt(50 + b, length=n)[0] for b, n in enumerate([12, 25, 7, 18])]
-    ids, mask = left_pad(prompts)
-    free = model.generate(ids, attention_mask=mask, eos_token_id=None, **GREEDY)[:, ids.shape[1] :]
-    kw = dict(GREEDY, eos_token_id=pick_eos(free))
+    ids, mask, eos = ending_batch(model, 50)
+    kw = dict(GREEDY, eos_token_id=eos)
     ref = model.generate(ids, attention_mask=mask, **kw)
     assert len({int((row != PAD).sum()) for row in ref[:, ids.shape[1] :]}) > 1  # rows finish at different steps
     forwards = []
