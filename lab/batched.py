@@ -11,10 +11,10 @@ CLI: `python -m lab.batched --sets mt_bench,humaneval,spec_bench --n 16 --batch-
 
 Each set's first `n_prompts` prompts (`spec_bench`: the first questions of its six tasks in turn, so every batch mixes
 tasks) are cut into consecutive batches of each size and left-padded. On every batch plain greedy and each lade method
-run side by side, their order rotating from batch to batch, after one untimed warm-up of each; "auto" is resolved (its
-latency profile measured or loaded) before any timing. With `ignore_eos` (default) every row generates exactly
-`max_new_tokens`, so both methods do the same work per row. Every lade row is compared token for token with plain
-greedy's row of the same batch.
+(and with `repeat_plain`, plain greedy again: an A/A pair) run side by side, their order rotating from batch to batch,
+after one untimed warm-up of each; "auto" is resolved (its latency profile measured or loaded) before any timing. With
+`ignore_eos` (default) every row generates exactly `max_new_tokens`, so both methods do the same work per row. Every
+lade row is compared token for token with plain greedy's row of the same batch.
 
 The unit of a batch-size comparison is a batch (its rows share one wall time): intervals resample batches (lab.stats),
 and a batch size with fewer than five batches in a set shows its single batches instead.
@@ -52,6 +52,7 @@ from .timing import ForwardTimer
 SETS = ("mt_bench", "humaneval", "spec_bench")
 BATCH_SIZES = (1, 2, 4, 8, 16)
 REFERENCE = Method.greedy().name  # plain batched greedy: every ratio's reference
+AGAIN = Method("greedy-again", "greedy")  # plain batched greedy run a second time (repeat_plain): an A/A pair
 POOLED = "all"  # the prompt_set of a summary over every set
 
 BATCH_COLUMNS = {
@@ -200,13 +201,14 @@ def _batch_rows(prompts: list[_Prompt], size: int, batch: int, methods: list[Met
 
 
 def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: int) -> list[Method]:
-    """Plain greedy first, then the lade `methods`; refused before any work: other kinds, repeated names, batch sizes
-    that are not positive integers, fewer prompts than the largest batch."""
+    """Plain greedy first, then the lade `methods`; refused before any work: other kinds, repeated names (or AGAIN's),
+    batch sizes that are not positive integers, fewer prompts than the largest batch."""
     if not methods or any(m.kind != "lade" for m in methods):
         raise ValueError(f"run_batched compares lade methods with plain batched greedy: give lade methods (e.g. "
                          f"Method.auto(), Method.lade(3, 4, 4)), got {[m.name for m in methods]}")
-    if len({m.name for m in methods}) != len(methods):
-        raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
+    if len({m.name for m in methods} | {REFERENCE, AGAIN.name}) != len(methods) + 2:
+        raise ValueError(f"method names must be unique and other than {REFERENCE!r} and {AGAIN.name!r} (the plain "
+                         f"runs), got {[m.name for m in methods]}")
     if not batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in batch_sizes) or len(
             set(batch_sizes)) != len(batch_sizes):
         raise ValueError(f"batch_sizes must be distinct positive integers, got {list(batch_sizes)}")
@@ -219,14 +221,17 @@ def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: i
 def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes: Sequence[int] = BATCH_SIZES,
                 methods: Sequence[Method] = (Method.auto(),), n_prompts: int = 16, max_new_tokens: int = 128,
                 ignore_eos: bool = True, warmup: bool = True, progress: bool = True, prompt_format: str = "auto",
-                model_name: str | None = None, latency=None, **provenance_params: Any) -> pd.DataFrame:
+                model_name: str | None = None, latency=None, repeat_plain: bool = False,
+                **provenance_params: Any) -> pd.DataFrame:
     """Plain batched greedy and each lade method on every batch of every size (rows: BATCH_COLUMNS).
 
     latency: the latency model (q -> seconds) "auto" and adaptive configs plan with; None: the model's measured
-    profile (lade.auto_config). prompt_format: lab.prompts.encode_prompt. Returns a DataFrame; provenance in attrs.
+    profile (lade.auto_config). prompt_format: lab.prompts.encode_prompt. repeat_plain: also run plain batched greedy
+    a second time on every batch, in the rotation like any method (rows named AGAIN.name): its ratio to the first
+    run is what the run's noise alone gives. Returns a DataFrame; provenance in attrs.
     """
     # 1 validate before any work; resolve auto (its latency profile measured or loaded) before any timing
-    everything = _checked(methods, batch_sizes, n_prompts)
+    everything = _checked(methods, batch_sizes, n_prompts) + ([AGAIN] if repeat_plain else [])
     labels = {m.name: m.resolved(model, latency).config_label() for m in everything if m.kind == "lade"}
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens, "pad_token_id": pad}
@@ -262,7 +267,8 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
         model=name_or_path, model_name=label["model"], **model_record(model), prompt_format=prompt_format,
         prompt_sets=list(prompt_sets), n_prompts=n_prompts, batch_sizes=list(batch_sizes),
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, methods=labels,
-        latency="given" if latency is not None else "measured profile", **provenance_params)
+        latency="given" if latency is not None else "measured profile",
+        **({"repeat_plain": True} if repeat_plain else {}), **provenance_params)
     return df
 
 
@@ -341,6 +347,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                         help="a lade config label, e.g. 3,4,4 or merged/16/adaptive (repeatable)")
     parser.add_argument("--eos", action="store_true", help="stop rows at EOS (default: every row generates "
                         "--max-new-tokens)")
+    parser.add_argument("--repeat-plain", action="store_true", help="run plain batched greedy twice per batch (an A/A "
+                        "pair: the ratio the run's noise alone gives)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl)")
     args = parser.parse_args(argv)
@@ -353,7 +361,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     df = run_batched(model, tokenizer, args.sets.split(","), [int(b) for b in args.batch_sizes.split(",")],
                      [*(Method.parse(m) for m in args.methods.split(",") if m.strip()),
                       *(Method.from_label(c) for c in args.config)], args.n, args.max_new_tokens,
-                     ignore_eos=not args.eos, model_arg=args.model, threads=torch.get_num_threads())
+                     ignore_eos=not args.eos, repeat_plain=args.repeat_plain, model_arg=args.model,
+                     threads=torch.get_num_threads())
     report(summarize_batches(df), df, args.out)
     return df
 

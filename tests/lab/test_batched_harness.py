@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lab.batched import (
+    AGAIN,
     BATCH_COLUMNS,
     POOLED,
     check_rows,
@@ -113,11 +114,34 @@ def test_results_round_trip_with_lists(results, tmp_path):
     pd.testing.assert_frame_equal(summarize_batches(back)[columns], summarize_batches(results)[columns], rtol=1e-6)
 
 
+def test_repeat_plain_adds_an_a_a_pair_to_every_batch(tiny, tmp_path):
+    """repeat_plain (--repeat-plain) runs plain batched greedy a second time on every batch, in the rotation like any
+    method: its rows equal the first run's, it is summarized beside the lade methods, and the provenance says so."""
+    folder, model, tok = tiny
+    df = run_batched(model, tok, ("mt_bench",), (1, 2), [Method.lade(3, 2, 2)], n_prompts=2, max_new_tokens=6,
+                     progress=False, latency=FLAT, repeat_plain=True)
+    again = df[df["method"] == AGAIN.name]
+    assert len(again) == 2 + 1 and again["matches_greedy"].all() and (again["compression"] == 1.0).all()
+    assert df.groupby(["batch_size", "batch"])["method"].nunique().eq(3).all()
+    assert set(df.loc[df["first"], "method"]) <= {"greedy", AGAIN.name, "lade(3,2,2)"}
+    summary = summarize_batches(df)
+    assert AGAIN.name in set(summary["method"]) and summary["speedup"].gt(0).all()
+    assert df.attrs["provenance"]["params"]["repeat_plain"] is True
+    assert "repeat_plain" not in run_batched(model, tok, ("mt_bench",), (1,), [Method.lade(3, 2, 2)], n_prompts=1,
+                                             max_new_tokens=2, progress=False, latency=FLAT,
+                                             warmup=False).attrs["provenance"]["params"]
+    out = tmp_path / "aa.jsonl"
+    cli = main(["--model", str(folder), "--sets", "humaneval", "--n", "1", "--batch-sizes", "1", "--max-new-tokens",
+                "4", "--methods", "", "--config", "3,2,2", "--repeat-plain", "--threads", "1", "--out", str(out)])
+    assert set(cli["method"]) == {"greedy", AGAIN.name, "lade(3,2,2)"}
+
+
 def test_bad_settings_are_refused_before_any_work(tiny):
     """Each bad setting raises with what to change, before a prompt is encoded or the model runs."""
     _, model, tok = tiny
     for kwargs, message in [(dict(methods=[Method.greedy()]), "give lade methods"),
                             (dict(methods=[Method.auto(), Method.auto()]), "unique"),
+                            (dict(methods=[Method("greedy-again", "lade", "auto:mixed")]), "other than"),
                             (dict(batch_sizes=(1, 0)), "distinct positive integers"),
                             (dict(batch_sizes=(2, 2)), "distinct positive integers"),
                             (dict(batch_sizes=(1, 8), n_prompts=4), "cannot fill a batch of 8")]:
