@@ -200,9 +200,11 @@ def _batch_rows(prompts: list[_Prompt], size: int, batch: int, methods: list[Met
     return records
 
 
-def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: int) -> list[Method]:
-    """Plain greedy first, then the lade `methods`; refused before any work: other kinds, repeated names (or AGAIN's),
-    batch sizes that are not positive integers, fewer prompts than the largest batch."""
+def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: int, repeat_plain: bool = False
+             ) -> list[Method]:
+    """Plain greedy first, then the lade `methods`, then AGAIN with `repeat_plain`; refused before any work: other
+    kinds, repeated names (or the plain runs'), batch sizes that are not positive integers, fewer prompts than the
+    largest batch."""
     if not methods or any(m.kind != "lade" for m in methods):
         raise ValueError(f"run_batched compares lade methods with plain batched greedy: give lade methods (e.g. "
                          f"Method.auto(), Method.lade(3, 4, 4)), got {[m.name for m in methods]}")
@@ -215,7 +217,7 @@ def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: i
     if n_prompts < max(batch_sizes):
         raise ValueError(f"n_prompts={n_prompts} cannot fill a batch of {max(batch_sizes)}: give at least as many "
                          "prompts per set as the largest batch size")
-    return [Method.greedy(), *methods]
+    return [Method.greedy(), *methods, *([AGAIN] if repeat_plain else [])]
 
 
 def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes: Sequence[int] = BATCH_SIZES,
@@ -231,7 +233,7 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
     run is what the run's noise alone gives. Returns a DataFrame; provenance in attrs.
     """
     # 1 validate before any work; resolve auto (its latency profile measured or loaded) before any timing
-    everything = _checked(methods, batch_sizes, n_prompts) + ([AGAIN] if repeat_plain else [])
+    everything = _checked(methods, batch_sizes, n_prompts, repeat_plain)
     labels = {m.name: m.resolved(model, latency).config_label() for m in everything if m.kind == "lade"}
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens, "pad_token_id": pad}
@@ -273,9 +275,9 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
 
 
 def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Assert that every lade row of an fp32 run equals plain batched greedy's (an AssertionError names each batch that
-    differs); return per (prompt_set, batch_size, method) the rows and the share identical (the measurement in
-    fp16/bf16)."""
+    """Assert that every lade row of an fp32 run (and the A/A run's, with repeat_plain) equals plain batched greedy's
+    (an AssertionError names each batch that differs); return per (prompt_set, batch_size, method) the rows and the
+    share identical (the measurement in fp16/bf16)."""
     lade = rows[rows["method"] != REFERENCE]
     bad = lade[lade["dtype"].isin(EXACT_DTYPES) & ~lade["matches_greedy"].astype(bool)]
     if len(bad):
