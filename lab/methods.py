@@ -101,8 +101,8 @@ class Method:
 
 def measure_row_profiles(model, methods: Iterable[Method], rows: Iterable[int]) -> None:
     """Measure (or load from the cache) the latency profiles of steps of each row count > 1 in `rows` (a batch's
-    rows, or beam search's beams), which "auto" prices several-row steps with (lade/handover.py), so that no timed
-    call measures one; nothing unless a method's lookahead is "auto" or "auto:TASK"."""
+    rows, or beam search's beams), which "auto" prices several-row steps with (lade/handover.py, lade/beams.py), so
+    that no timed call measures one; nothing unless a method's lookahead is "auto" or "auto:TASK"."""
     if any(isinstance(m.lookahead, str) for m in methods):
         for count in sorted(set(rows) - {1}):
             latency_profile(model, rows=count)

@@ -23,7 +23,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import auto_task, resolve_config
 from .beam_state import BeamSearch
-from .cache import compact
+from .cache import compact, reorder_rows, slotted
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
 from .cost import HOST_S, MIN_SPEEDUP
@@ -39,21 +39,24 @@ from .tree import TokenTree
 AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=2, step_budget=8)
 PRIOR_REPLAYED = 1.5  # beam search steps a drafted forward is expected to replay before any was observed
 EXPLORE = 8  # plain steps in a row after which a drafted step is fed anyway, to re-measure what drafts replay
+MAX_EXPLORE = 128  # the interval doubles after each drafted step that replayed one step only, up to this
 
 
 @dataclass
 class BeamPricing:
     """Whether a drafted beam step pays: the rows' [last token | tree] of q tokens each cost latency(q) plus the
     drafting rows' host work, and replay `replayed` beam search steps on average (a running mean over drafted steps);
-    a plain beam step costs latency(1) and replays one."""
+    a plain beam step costs latency(1) and replays one. After `explore` plain steps in a row a step drafts anyway, to
+    re-measure; the interval doubles while such steps replay one step only."""
 
     latency: Callable[[float], float]  # q -> seconds of a step of every beam row feeding q tokens
     host_s: float = 0.0  # the drafting rows' work outside the forward, per step
     replayed: float = PRIOR_REPLAYED
     plain_in_a_row: int = 0
+    explore: int = EXPLORE  # plain steps in a row after which a step drafts anyway
 
     def drafts_pay(self, q: int) -> bool:
-        if self.plain_in_a_row >= EXPLORE:
+        if self.plain_in_a_row >= self.explore:
             return True
         return self.replayed / (self.latency(q) + self.host_s) > MIN_SPEEDUP / self.latency(1)
 
@@ -61,6 +64,7 @@ class BeamPricing:
         if drafted:
             self.replayed = 0.8 * self.replayed + 0.2 * replayed
             self.plain_in_a_row = 0
+            self.explore = min(2 * self.explore, MAX_EXPLORE) if replayed <= 1 else EXPLORE
         else:
             self.plain_in_a_row += 1
 
@@ -99,6 +103,7 @@ class BeamRun:
     stats: LookaheadStats
     device: torch.device
     successors: list[list[int] | None] = field(default_factory=list)  # each running beam's own top next tokens
+    shared: int = 0  # slots equal in every beam of a prompt (its padded prompt, once one parent holds all its beams)
 
 
 def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
@@ -115,17 +120,20 @@ def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[in
     pricing = BeamPricing(latency, len(input_ids) * HOST_S) if latency is not None else None
     run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
                   pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
-    # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
-    with run.stats.timed_forward(run.device):
-        logits = call.prefill(input_ids, attention_mask if any(pads) else None, 0)  # [N, V]
-    if table is not None:
-        table.update(input_ids[:, -1], logits)
-    parents = search.advance(logits)
-    call.cache.reorder_cache(torch.tensor(parents, device=run.device))
-    _learn(run, 1)
-    # 2. steady steps until beam search is done
-    while not search.done:
-        _learn(run, step(run))
+    with slotted(call.cache):  # steps write their KV in place; a reorder copies only the beams' own slots
+        # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
+        with run.stats.timed_forward(run.device):
+            logits = call.prefill(input_ids, attention_mask if any(pads) else None, 0)  # [N, V]
+        if table is not None:
+            table.update(input_ids[:, -1], logits)
+        parents = search.advance(logits)
+        reorder_rows(call.cache, parents)
+        if all(p == parents[r - r % k] for r, p in enumerate(parents)):  # (beam search's first step: always)
+            run.shared = input_ids.shape[1]  # each prompt's k rows now hold one row's prompt KV (and cross-attention)
+        _learn(run, 1)
+        # 2. steady steps until beam search is done
+        while not search.done:
+            _learn(run, step(run))
     return _output(model, run, gen)
 
 
@@ -138,8 +146,10 @@ def step(run: BeamRun) -> int:
     running = search.running()  # [N, cur_len]
     k = search.beams
     own = run.successors or [None] * len(running)
-    trees = [TokenTree(_candidates(run, run.pools[r // k], running[r, run.pads[r] :].tolist(), run.pads[r], own[r]))
-             for r in range(len(running))]
+    trees = [TokenTree([])] * len(running)
+    if run.pricing is None or run.pricing.drafts_pay(2):  # (a step no draft pays at builds no tree)
+        trees = [TokenTree(_candidates(run, run.pools[r // k], running[r, run.pads[r] :].tolist(), run.pads[r],
+                                       own[r])) for r in range(len(running))]
     layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     drafted = layouts[0].size > 1
     if drafted and run.pricing is not None and not run.pricing.drafts_pay(layouts[0].size):
@@ -174,7 +184,7 @@ def step(run: BeamRun) -> int:
     run.successors = [logits[o, node_rows[o][n] if n >= 0 else 0].topk(width).indices.tolist() if n is not None
                       else None for o, n in zip(origin, node)]
     # 2d. each new beam's cache row: its origin row's, then the root and its path's nodes in contiguous slots
-    call.cache.reorder_cache(torch.tensor(origin, device=run.device))
+    reorder_rows(call.cache, origin, run.shared, cross=not run.shared)
     compact(call.cache, past, [past] * rows, [[0, *(node_rows[o][n] for n in p)] for o, p in zip(origin, path)])
     if run.pricing is not None:
         run.pricing.observe(drafted, replayed)

@@ -77,6 +77,31 @@ def compact(cache: Cache, past_length: int, starts: Sequence[int], keep: Sequenc
     crop(cache, new_length)
 
 
+def reorder_rows(cache: Cache, origin: Sequence[int], start: int = 0, cross: bool = True) -> None:
+    """Beam search's reorder, in place: row r becomes row origin[r] of the decoder self-attention cache from slot
+    `start` on (the slots before are equal in a row and its origin: a shared prompt), and of an encoder-decoder
+    cache's cross-attention part unless `cross` is False (its rows equal their origins'). Only the rows that change
+    are copied; transformers' reorder_cache copies every row's every slot."""
+    moved = [r for r, o in enumerate(origin) if o != r]
+    if not moved:
+        return
+    caches = [self_attention_cache(cache)]
+    if cross and isinstance(cache, EncoderDecoderCache):
+        caches.append(cache.cross_attention_cache)
+    index: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # (dst, src) rows [M] per device
+    for inner, first in zip(caches, (start, 0)):
+        for layer in inner.layers:
+            if not layer.is_initialized:
+                continue
+            for tensor in (layer.keys, layer.values):  # [N, H, S, D]
+                if tensor.device not in index:
+                    index[tensor.device] = (torch.tensor(moved, device=tensor.device),
+                                            torch.tensor([origin[r] for r in moved], device=tensor.device))
+                dst, src = index[tensor.device]
+                tail = tensor[:, :, first:]  # [N, H, S - first, D], a view
+                tail[dst] = tail[src]  # the sources are read (copied) before any row is written
+
+
 def crop(cache: Cache, length: int) -> None:
     """Drop every slot from `length` on (no-op where the cache is not longer)."""
     for layer in self_attention_cache(cache).layers:

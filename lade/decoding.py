@@ -102,13 +102,13 @@ def lookahead_generate(
         n, task = input_ids.shape[0], auto_task(requested)  # rows per step: B, or B * k beams
         multi = functools.cache(lambda: rows_latency(model, n, lookahead_latency))  # [n, q] steps, loaded once
         latency = _drafting_latency(model, config, requested, lookahead_latency, multi if beams else None)
-        plain = task is not None and lookahead_strategy is None and n > 1 and \
-            not drafts_can_pay(multi(), n, config.step_budget if beams else None)
+        plain = task is not None and lookahead_strategy is None and n > 1 and not beams and \
+            not drafts_can_pay(multi(), n)
     check_corpus_draft(corpus, config)
     if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
         if streamer is not None and not prompt_streamed:
             streamer.put(input_ids.cpu())
-        out = plain_generate(model, beams, input_ids, processors, stopping_criteria, gen,
+        out = plain_generate(model, input_ids, processors, stopping_criteria, gen,
                              bool(synced_gpus or caller.get("synced_gpus")), streamer, model_kwargs)
         for tokens in learned_rows(out, input_ids.shape[1], pads, gen) if corpus is not None else ():
             corpus.add(tokens)

@@ -1,18 +1,17 @@
-"""When "auto" hands a whole call to plain decoding: several rows per step (a batch, or the beams of beam search)
-where no draft is priced to pay.
+"""When "auto" hands a whole call to plain decoding: a batch where no draft is priced to pay.
 
 A step of R rows feeding q tokens each costs what the device takes for an [R, q] step: a batch's spare compute is
 shared by its rows, so drafting is dearer than for one sequence. Before any forward, "auto" with R > 1 rows asks the
-model's latency profile of R-row steps whether drafting can pay at all. A batch: whether a step feeding every row
-one good draft token (accepted with probability GOOD_DRAFT) beats transformers' plain batched step by MIN_SPEEDUP,
-counting each row's drafting host work (HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S). Where it
-can, lade's loop runs and sizes every step for the batch (lade/drafters/allocation.py: drafts only where they pay,
-plain batched steps otherwise, resting from planning while nothing pays); where even that draft cannot pay, no step
-would draft and transformers' own loop is at least as fast. Beam search prices a step drafting the full tree under
-every beam at the replay expected before any was observed (lade.beams.BeamPricing). Where drafts cannot pay, the call
-runs through transformers' own loop (`_sample` or `_beam_search`, what `model.generate` runs), a batch's steps
-writing their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands over: its plain
-steps take the model's plain decoding path, and its adaptive drafts are sized step by step.
+model's latency profile of R-row steps whether drafting can pay at all: whether a step feeding every row one good
+draft token (accepted with probability GOOD_DRAFT) beats transformers' plain batched step by MIN_SPEEDUP, counting
+each row's drafting host work (HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S). Where it can,
+lade's loop runs and sizes every step for the batch (lade/drafters/allocation.py: drafts only where they pay, plain
+batched steps otherwise, resting from planning while nothing pays); where even that draft cannot pay, no step would
+draft and the call runs through transformers' own loop (`_sample`, what `model.generate` runs), its steps writing
+their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands over: its plain steps take the
+model's plain decoding path, and its adaptive drafts are sized step by step. Beam search never hands over either: its
+own loop prices every step (lade.beams.BeamPricing), and its undrafted steps cost no more than transformers' beam
+steps, which copy every beam's whole cache twice per step (lade.beams).
 """
 
 from __future__ import annotations
@@ -23,17 +22,10 @@ from contextlib import nullcontext
 import torch
 from transformers import GenerationConfig
 
-from .beams import BeamPricing
 from .cache import slotted
 from .compat import CACHE_KWARG, eos_token_tensor
 from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile
-from .outputs import (
-    LookaheadBeamDecoderOnlyOutput,
-    LookaheadBeamEncoderDecoderOutput,
-    LookaheadDecoderOnlyOutput,
-    LookaheadEncoderDecoderOutput,
-    LookaheadStats,
-)
+from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
 
 GOOD_DRAFT = 0.4  # acceptance of the draft token a batch's rule prices (a good first draft token on chat)
 
@@ -47,14 +39,11 @@ def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> 
     return latency_profile(model, rows=rows)
 
 
-def drafts_can_pay(rows_model: Callable[[float], float], rows: int, beam_budget: int | None = None) -> bool:
-    """Whether drafting can pay at steps of `rows` rows (always True for one row), priced by rows_model (q ->
-    seconds of a step of `rows` rows feeding q tokens each: `rows_latency`). A batch: a step feeding every row its
-    last token and one draft token accepted with probability GOOD_DRAFT, plus each row's host work (`host_seconds`),
-    against transformers' plain batched step. Beam search (beam_budget: most tree nodes under one beam): whether a step
-    feeding every beam its last token and a full tree is priced to pay over transformers' plain beam step."""
-    if beam_budget is not None:
-        return BeamPricing(rows_model, host_seconds(rows)).drafts_pay(1 + beam_budget)
+def drafts_can_pay(rows_model: Callable[[float], float], rows: int) -> bool:
+    """Whether drafting can pay at batch steps of `rows` rows (always True for one row), priced by rows_model (q ->
+    seconds of a step of `rows` rows feeding q tokens each: `rows_latency`): a step feeding every row its last token
+    and one draft token accepted with probability GOOD_DRAFT, plus each row's host work (`host_seconds`), against
+    transformers' plain batched step."""
     if rows <= 1:
         return True
     drafting = (1 + GOOD_DRAFT) / (rows_model(2) + host_seconds(rows))  # tokens per row and second
@@ -67,32 +56,26 @@ def host_seconds(rows: int) -> float:
     return rows * (HOST_S + LOOP_S)
 
 
-def plain_generate(model, beams: bool, input_ids: torch.Tensor, logits_processor, stopping_criteria,
-                   gen: GenerationConfig, synced_gpus: bool, streamer, model_kwargs: dict):
-    """The call decoded by transformers' own loop, as `model.generate` would, its batched steps writing their KV in
-    place (lade.cache.slotted); with return_dict_in_generate, lade's output type whose stats say so (`handed_over`, one
+def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_criteria, gen: GenerationConfig,
+                   synced_gpus: bool, streamer, model_kwargs: dict):
+    """The batch decoded by transformers' own loop, as `model.generate` would, its steps writing their KV in place
+    (lade.cache.slotted); with return_dict_in_generate, lade's output type whose stats say so (`handed_over`, one
     token per row and forward). input_ids: [B, P]."""
-    method = type(model)._beam_search if beams else type(model)._sample
-    extra = {} if beams else {"streamer": streamer}
     cache = model_kwargs.get(CACHE_KWARG)  # its batched steps write their KV in place, as lade's loop's do
-    with slotted(cache) if cache is not None and not beams else nullcontext():  # beams reorder the cache every step
-        out = method(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
-                     generation_config=gen, synced_gpus=synced_gpus, **extra, **model_kwargs)
+    with slotted(cache) if cache is not None else nullcontext():
+        out = type(model)._sample(model, input_ids, logits_processor=logits_processor,
+                                  stopping_criteria=stopping_criteria, generation_config=gen,
+                                  synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
     if not gen.return_dict_in_generate:
         return out
-    new = out.sequences[:, input_ids.shape[1] :]  # [B * num_return_sequences, T]
+    new = out.sequences[:, input_ids.shape[1] :]  # [B, T]
     lengths = _row_lengths(new, eos_token_tensor(gen))
     rows = [_plain_stats(n) for n in lengths]
-    fields = dict(out.items())
-    if beams:
-        output_type = LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else \
-            LookaheadBeamDecoderOnlyOutput
-        return output_type(**fields, lookahead_stats=_plain_stats(new.shape[1]))
     output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
     batch = LookaheadStats(handed_over=True)
     for t in range(new.shape[1]):
         batch.record_step(sum(n > t for n in lengths))
-    return output_type(**fields, lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
+    return output_type(**dict(out.items()), lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
 
 
 def learned_rows(out, prompt_length: int, pads: list[int], gen: GenerationConfig) -> list[list[int]]:

@@ -8,14 +8,16 @@ running beam's logits were computed. So sequences are identical and scores agree
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
 import torch
+from transformers.cache_utils import DynamicCache
 
 import lade
-from lade.beams import _candidates
-from lade.cache import self_attention_cache
+from lade.beams import EXPLORE, MAX_EXPLORE, BeamPricing, _candidates
+from lade.cache import reorder_rows, self_attention_cache
 from lade.compat import CACHE_KWARG
 from lade.drafters.pool import NGramPool
 from lade.drafters.recycling import AdjacencyTable
@@ -169,8 +171,9 @@ def test_model_generate_custom_generate_and_disabled_config():
 
 def test_auto_feeds_drafts_only_where_the_latency_model_says_they_pay():
     """"auto" prices beam steps: where extra tokens cost nothing, drafted steps replay several beam steps; where a
-    step's cost grows with every token fed (a compute-bound device), no drafted step is priced to pay and the call is
-    transformers' own beam search; in between, drafts are fed while the steps they replay pay for them, and a random
+    step's cost grows with every token fed (a compute-bound device), no drafted step is priced to pay and the steps are
+    plain beam steps but for one drafted step after EXPLORE plain ones (and the interval doubles while those replay one
+    step only); in between, drafts are fed while the steps they replay pay for them, and a random
     model's drafts soon stop paying, so most steps are plain beam steps. Always the output is plain beam search's (the
     replay decides the tokens, the drafts only how many per forward)."""
     model = tiny_model("llama")
@@ -182,8 +185,69 @@ def test_auto_feeds_drafts_only_where_the_latency_model_says_they_pay():
     for out in (free, linear, mid):
         _assert_same(plain, out)
     assert free_stats.compression > 1.2 and not free_stats.handed_over
-    assert linear_stats.handed_over and linear_stats.compression == 1.0
+    assert not linear_stats.handed_over and linear_stats.accepted_per_step[:EXPLORE] == [1] * EXPLORE
+    assert linear_stats.compression < free_stats.compression
     assert not mid_stats.handed_over and mid_stats.compression < free_stats.compression
     assert mid_stats.accepted_per_step.count(1) > len(mid_stats.accepted_per_step) // 2
 
 
+
+
+def test_exploration_backs_off_while_drafted_steps_replay_one_step_only():
+    """A drafted step is fed after `explore` plain steps in a row where none is priced to pay; each such step that
+    replays one beam step only doubles the interval (up to MAX_EXPLORE), and one that replays more resets it."""
+    pricing = BeamPricing(lambda q: float(q))  # no drafted step is priced to pay
+
+    def plain_steps_before_a_drafted_one() -> int:
+        n = 0
+        while not pricing.drafts_pay(2):
+            pricing.observe(False, 1)
+            n += 1
+        return n
+
+    intervals = []
+    for _ in range(6):
+        intervals.append(plain_steps_before_a_drafted_one())
+        pricing.observe(True, 1)
+    assert intervals == [min(EXPLORE * 2**i, MAX_EXPLORE) for i in range(6)]
+    pricing.observe(True, 3)
+    assert plain_steps_before_a_drafted_one() == EXPLORE
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder-decoder"])
+def test_a_beam_step_moves_only_the_beams_own_slots_and_returns_the_cache_plain_search_leaves(arch):
+    """lade's beam loop writes each step's KV in place and reorders only the slots past the shared prompt (and no
+    cross-attention after the first step): the cache it returns holds what plain beam search's does."""
+    model = tiny_model("llama") if arch == "decoder" else tiny_seq2seq()
+    ids = random_prompt(2, 12)
+    kw = dict(num_beams=3, max_new_tokens=10, do_sample=False, return_dict_in_generate=True, use_cache=True)
+    plain = model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
+    out = lade.generate(model, ids, CFG, attention_mask=torch.ones_like(ids), **kw)
+    assert torch.equal(plain.sequences, out.sequences)
+    mine, theirs = getattr(out, CACHE_KWARG), getattr(plain, CACHE_KWARG)
+    for a, b in zip(self_attention_cache(mine).layers, self_attention_cache(theirs).layers):
+        torch.testing.assert_close(a.keys, b.keys[..., : a.keys.shape[-2], :])
+        torch.testing.assert_close(a.values, b.values[..., : a.values.shape[-2], :])
+    if arch == "encoder-decoder":
+        for a, b in zip(mine.cross_attention_cache.layers, theirs.cross_attention_cache.layers):
+            torch.testing.assert_close(a.keys, b.keys)
+
+
+def test_reorder_rows_equals_transformers_reorder_where_the_rows_share_the_slots_before_start():
+    def cache(shared: int) -> DynamicCache:
+        c = DynamicCache()
+        for layer in range(2):
+            keys, values = torch.randn(2, 4, 2, 9, 3).unbind(0)  # [N, H, S, D] each
+            keys[:, :, :shared], values[:, :, :shared] = keys[:1, :, :shared], values[:1, :, :shared]
+            c.update(keys, values, layer)
+        return c
+
+    origin = [2, 2, 0, 1]
+    for start in (0, 5):
+        torch.manual_seed(start)
+        ours = cache(start)
+        theirs = copy.deepcopy(ours)
+        theirs.reorder_cache(torch.tensor(origin))
+        reorder_rows(ours, origin, start)
+        for a, b in zip(ours.layers, theirs.layers):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
