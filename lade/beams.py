@@ -8,7 +8,9 @@ steps are then replayed one after another (lade.beam_state), each fed every runn
 in the trees; the replay ends after the first step that leaves a running beam whose tokens are no path of the trees (its
 next logits were not computed), or when beam search is done. So the output is plain beam search's, and a step advances
 every beam by as many tokens as were replayed. Each new beam's cache row is its ancestor's row plus the KV of its path
-through that ancestor's tree: every beam caches all its tokens but the last, as plain beam search does.
+through that ancestor's tree: every beam caches all its tokens but the last, as plain beam search does. Unlike plain
+beam search, each prompt is prefilled once for its k beams, steps write their KV in place, and a reorder copies only
+the beams' own slots (lade.cache.reorder_rows).
 """
 
 from __future__ import annotations
@@ -121,13 +123,20 @@ def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[in
     run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
                   pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     with slotted(call.cache):  # steps write their KV in place; a reorder copies only the beams' own slots
-        # 1. prefill: every row's prompt (k copies of each, as plain beam search feeds them) and the first beam step
+        # 1. prefill and the first beam step. Plain beam search feeds k copies of each prompt, and its first step
+        # reads the first copy's logits alone; lade feeds each prompt once and repeats its KV and logits for its k beams
+        # (an encoder-decoder's decoder prompt, a start token, is fed k times, as its cross-attention rows are k)
+        once = 1 if model.config.is_encoder_decoder else k
         with run.stats.timed_forward(run.device):
-            logits = call.prefill(input_ids, attention_mask if any(pads) else None, 0)  # [N, V]
+            logits = call.prefill(input_ids[::once], attention_mask[::once] if any(pads) else None, 0)  # [N / once, V]
+        if once > 1:
+            logits = logits.repeat_interleave(once, 0)  # [N, V]
+            call.cache.batch_repeat_interleave(once)
         if table is not None:
             table.update(input_ids[:, -1], logits)
         parents = search.advance(logits)
-        reorder_rows(call.cache, parents)
+        if once == 1:  # (repeated rows are equal: any parent in the prompt's group holds the same KV)
+            reorder_rows(call.cache, parents)
         if all(p == parents[r - r % k] for r, p in enumerate(parents)):  # (beam search's first step: always)
             run.shared = input_ids.shape[1]  # each prompt's k rows now hold one row's prompt KV (and cross-attention)
         _learn(run, 1)

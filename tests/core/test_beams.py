@@ -251,3 +251,21 @@ def test_reorder_rows_equals_transformers_reorder_where_the_rows_share_the_slots
         reorder_rows(ours, origin, start)
         for a, b in zip(ours.layers, theirs.layers):
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_each_prompt_is_prefilled_once_for_its_k_beams():
+    """Plain beam search feeds k copies of every prompt (its first step reads the first copy's logits alone); lade
+    feeds each prompt once and repeats its KV for the k beams, with the same output, padding included."""
+    model = tiny_model("llama")
+    ids, mask = _padded_batch()  # [3, P], left-padded
+    fed = []
+    hook = model.register_forward_pre_hook(lambda module, args, kwargs: fed.append(tuple(kwargs["input_ids"].shape)),
+                                           with_kwargs=True)
+    try:
+        plain, out, _ = _both(model, ids, mask, num_beams=3, max_new_tokens=8, pad_token_id=0)
+    finally:
+        hook.remove()
+    _assert_same(plain, out)
+    plain_prefill = fed[0]
+    lade_prefill = next(shape for shape in fed[1:] if shape[1] == ids.shape[1])
+    assert plain_prefill == (9, ids.shape[1]) and lade_prefill == (3, ids.shape[1])
