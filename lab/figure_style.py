@@ -77,6 +77,14 @@ def prompt_counts(params: dict, prompt_set: str) -> str:
     return f"{every} prompts (greedy and {', '.join(params['headline'])}: {wide})"
 
 
+def count_range(value: int | dict) -> str:
+    """A prompt count as a title states it: "5", or "2-5" for counts per set ({set: count})."""
+    if not isinstance(value, dict):
+        return str(value)
+    low, high = min(value.values()), max(value.values())
+    return str(low) if low == high else f"{low}-{high}"
+
+
 def _number(value: float, _pos: Any = None) -> str:
     """A tick label without float artefacts (0.30000000000000004 -> 0.3)."""
     return f"{value:.6g}"

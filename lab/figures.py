@@ -19,6 +19,7 @@ from .figure_style import (  # noqa: F401  (re-exported: notebooks use figures.s
     _number,
     capped_limit,
     clean_ticks,
+    count_range,
     dots,
     errorbars,
     group_header,

@@ -325,3 +325,9 @@ def test_prompt_counts_name_the_headline_methods_that_ran_more():
               "headline_prompts": {"humaneval": 45, "gsm8k": 3}}
     assert fg.prompt_counts(params, "humaneval") == "5 prompts (greedy and lade-auto: 45)"
     assert fg.prompt_counts(params, "gsm8k") == "3 prompts"
+
+
+def test_count_range_states_counts_per_set_as_their_range():
+    assert fg.count_range(2) == "2"
+    assert fg.count_range({"a": 2, "b": 5, "c": 2}) == "2-5"
+    assert fg.count_range({"a": 3, "b": 3}) == "3"
