@@ -313,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--headline-n", type=int, default=None, help="prompts per set of the --headline methods")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is far steadier on a machine shared with other jobs)")
+    parser.add_argument("--num-beams", type=int, default=1, help="beams of every method (> 1: beam search, paired "
+                        "with plain beam search, named beam(k), instead of plain greedy)")
     parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl or .csv)")
     args = parser.parse_args(argv)
     if args.threads is not None:
@@ -326,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
                        ignore_eos=args.ignore_eos, warmup=not args.no_warmup, prompt_format=args.prompt_format,
                        repeats=args.repeats, headline=[h for h in args.headline.split(",") if h.strip()],
-                       headline_prompts=args.headline_n, model_arg=args.model, threads=torch.get_num_threads())
+                       headline_prompts=args.headline_n, num_beams=args.num_beams, model_arg=args.model,
+                       threads=torch.get_num_threads())
     report(summarize(df), df, args.out)
     return df
 

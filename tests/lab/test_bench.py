@@ -138,6 +138,16 @@ def test_cli_on_tiny_model(tiny_dir, tmp_path, capsys):
     assert json.loads(out.with_name("cli.jsonl.provenance.json").read_text())["provenance"]["params"]["threads"] == 1
 
 
+def test_cli_runs_beam_search(tiny_dir, tmp_path):
+    out = tmp_path / "beams.jsonl"
+    main(["--model", str(tiny_dir), "--sets", "mt_bench", "--n", "1", "--max-new-tokens", "6", "--methods",
+          "greedy,lade:plain", "--num-beams", "2", "--threads", "1", "--out", str(out)])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["method"] for r in rows] == ["beam(2)", "lade(plain)"] and all(r["matches_greedy"] for r in rows)
+    provenance = json.loads(out.with_name("beams.jsonl.provenance.json").read_text())["provenance"]
+    assert provenance["params"]["num_beams"] == 2
+
+
 def test_headline_for_a_notebook_is_lade_auto_on_at_least_every_methods_prompts():
     assert headline_for(["auto", "pld"], 3, 5) == (["lade-auto"], 5)
     assert headline_for(["auto"], 80, 5) == (["lade-auto"], 80)  # a spec's larger n_prompts wins
