@@ -40,14 +40,15 @@ CORPUS_COLUMNS = {
 class FrozenCorpus(lade.Corpus):
     """A corpus that drafts but does not learn the calls it serves (so every measured call sees the same corpus)."""
 
-    def add(self, tokens: Sequence[int]) -> None:
+    def add(self, tokens: Sequence[int], prompt_length: int = 0) -> None:
         pass
 
     @classmethod
-    def of(cls, requests: Sequence[Sequence[int]]) -> FrozenCorpus:
-        corpus = cls(max_tokens=max(1, sum(map(len, requests))))
-        for tokens in requests:
-            lade.Corpus.add(corpus, tokens)
+    def of(cls, requests: Sequence[tuple[Sequence[int], int]]) -> FrozenCorpus:
+        """requests: (tokens, prompt length) each, learned in order (the corpus measures its drafts on each output)."""
+        corpus = cls(max_tokens=max(1, sum(len(tokens) for tokens, _ in requests)))
+        for tokens, prompt_length in requests:
+            lade.Corpus.add(corpus, tokens, prompt_length)
         return corpus
 
 
@@ -65,10 +66,10 @@ def two_turn_rows(n: int | None = None) -> list[dict]:
 
 
 def served(model, prompts: Sequence[EncodedPrompt], max_new_tokens: int, pad_token_id: int,
-           batch: int = FILL_BATCH) -> list[list[int]]:
-    """Each prompt's request as a corpus stores it: its tokens and greedy output, no padding. Decoded by plain batched
-    greedy, `batch` left-padded prompts at a time (the fastest way to serve them here; lade would return the same
-    tokens, being exact)."""
+           batch: int = FILL_BATCH) -> list[tuple[list[int], int]]:
+    """Each prompt's request as a corpus learns it: its tokens and greedy output (no padding) and the prompt's length.
+    Decoded by plain batched greedy, `batch` left-padded prompts at a time (the fastest way to serve them here; lade
+    would return the same tokens, being exact)."""
     device, requests = next(model.parameters()).device, []
     for start in range(0, len(prompts), batch):
         chunk = [p.input_ids[0][p.attention_mask[0].bool()] for p in prompts[start:start + batch]]  # [T_i] each
@@ -83,7 +84,7 @@ def served(model, prompts: Sequence[EncodedPrompt], max_new_tokens: int, pad_tok
             new = out[row, width:].tolist()
             while new and new[-1] == pad_token_id:  # the padding after a row's end (its EOS stays when it differs)
                 new.pop()
-            requests.append(tokens.tolist() + new)
+            requests.append((tokens.tolist() + new, len(tokens)))
     return requests
 
 
@@ -108,8 +109,7 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) ->
     rows = two_turn_rows(n_prompts)
     firsts = [_chat(tokenizer, [row["turns"][0]], []) for row in rows]
     requests = served(model, firsts, max_new_tokens, _pad(tokenizer))
-    answers = [tokenizer.decode(r[first.input_ids.shape[1]:], skip_special_tokens=True)
-               for r, first in zip(requests, firsts)]
+    answers = [tokenizer.decode(tokens[length:], skip_special_tokens=True) for tokens, length in requests]
     corpus = FrozenCorpus.of(requests)
     methods = bench._checked_methods([Method.auto(), corpus_method(corpus, len(requests))], (), None)
     methods = [m.resolved(model) for m in methods]

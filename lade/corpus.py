@@ -3,8 +3,15 @@
 `corpus = lade.Corpus()`, kept by the caller and passed to every call as `lade.generate(..., corpus=corpus)` (or
 `model.generate(custom_generate=..., corpus=corpus)`): at the end of each call it stores every row's prompt and
 output; during decoding, the planning drafters (retrieval, recycling, merged, corpus, and so "auto") propose what
-followed the current suffix in the stored requests, each token with the share of the matching occurrences that
-continued with it (lade/drafters/planning.py turns these into candidate leads with their acceptance estimate).
+followed the current suffix in the stored requests (`leads`), each token with its kind: its match length and the
+share of the matching occurrences that continued with it (lade/drafters/kinds.py).
+
+Its own acceptance estimate: before storing a request, the corpus drafts for it as a planning drafter would at each
+of its output positions (the first MEASURED after the prompt) and counts, per kind, the drafted tokens whose parent
+was right (tested) and those that were right too (accepted). The planning drafters start every call from these
+counts (lade/drafters/kinds.py `prior_rates`), so a corpus whose continuations rarely hold on a workload is trusted
+little from the first step, and one that holds often is trusted more. Past COUNT_LIMIT tests a kind's counts halve,
+so the estimate follows the recent requests.
 
 What it stores: token ids of the model's vocabulary, one list per request, at most `max_tokens` tokens in all (the
 oldest requests are evicted first; a request longer than the bound keeps its last `max_tokens` tokens), and an
@@ -22,11 +29,18 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from .drafters.kinds import Kind, corpus_kind
+
 KEY_LENGTHS = (4, 2, 1)  # n-gram lengths indexed, longest first; a match is extended backwards past them
 MAX_MATCH = 32  # backward extension of a match (longer matches count as this long)
 SCAN = 32  # most recent occurrences of the longest matching n-gram read per query
+TAIL = 64  # the row's last tokens a query matches (its matches are shorter)
+DRAFTS = 4  # continuations drafted per query
+MEASURED = 256  # output positions of a request at which the corpus measures its own drafts
+MEASURED_DEPTH = 8  # tokens of each continuation measured
+COUNT_LIMIT = 4096  # a kind's tests past which its counts halve
 FORMAT = "lade.Corpus"
-VERSION = 1
+VERSION = 2  # 2: with the acceptance counts (a version 1 file loads with none)
 _SHIFT = 32  # an occurrence is packed as request number << _SHIFT | end position
 
 
@@ -48,6 +62,7 @@ class Corpus:
         self._next = 0
         self._size = 0
         self._ends: dict[tuple[int, ...], list[int]] = {}  # n-gram -> packed occurrences (by end), oldest first
+        self._counts: dict[Kind, list[int]] = {}  # kind -> [accepted, tested] of the corpus's own drafts
 
     def __len__(self) -> int:
         """Tokens stored."""
@@ -70,11 +85,45 @@ class Corpus:
             self.check(vocab_size, model_type)
             self.vocab_size, self.model_type = int(vocab_size), model_type
 
-    def add(self, tokens: Sequence[int]) -> None:
-        """Store one request (its prompt and output), evicting the oldest requests past max_tokens."""
-        tokens = [int(t) for t in tokens][-self.max_tokens :]
+    def add(self, tokens: Sequence[int], prompt_length: int = 0) -> None:
+        """Store one request (its prompt and output), evicting the oldest requests past max_tokens; first measure the
+        corpus's drafts on its output (the tokens after the first `prompt_length`; 0: the whole request)."""
+        if isinstance(prompt_length, bool) or not isinstance(prompt_length, int) or prompt_length < 0:
+            raise ValueError(f"prompt_length must be a non-negative integer, got {prompt_length!r}")
+        tokens = [int(t) for t in tokens]
+        cut = max(0, len(tokens) - self.max_tokens)
+        tokens = tokens[cut:]
         with self._lock:
+            self._measure(tokens, max(0, prompt_length - cut))
             self._add(tokens)
+
+    def acceptance(self) -> dict[Kind, tuple[int, int]]:
+        """kind -> (accepted, tested): how the corpus's own drafts fared on the requests it stored (see above)."""
+        with self._lock:
+            return {kind: (accepted, tested) for kind, (accepted, tested) in self._counts.items()}
+
+    def _measure(self, tokens: list[int], start: int) -> None:
+        """Count, per kind, the drafts `leads` makes at positions start .. start + MEASURED of `tokens` that were
+        tested (their parent right) and accepted (right), against the tokens that followed."""
+        for last in range(max(start, 0), min(len(tokens) - 1, start + MEASURED)):
+            tested: set[tuple[int, ...]] = set()  # continuations share prefixes: each node counts once
+            for continuation, kinds in self._leads(tokens[max(0, last + 1 - TAIL) : last + 1], MEASURED_DEPTH):
+                for depth, (token, kind) in enumerate(zip(continuation, kinds)):
+                    if last + 1 + depth >= len(tokens):
+                        break
+                    right = tokens[last + 1 + depth] == token
+                    if continuation[: depth + 1] not in tested:
+                        tested.add(continuation[: depth + 1])
+                        self._count(kind, right)
+                    if not right:
+                        break
+
+    def _count(self, kind: Kind, accepted: bool) -> None:
+        counts = self._counts.setdefault(kind, [0, 0])
+        counts[0] += int(accepted)
+        counts[1] += 1
+        if counts[1] > COUNT_LIMIT:
+            counts[0], counts[1] = counts[0] // 2, counts[1] // 2
 
     def _add(self, tokens: list[int]) -> None:
         if not tokens:
@@ -102,18 +151,34 @@ class Corpus:
             if not ends:
                 del self._ends[key]
 
+    def leads(self, tokens: Sequence[int], length: int) -> list[tuple[tuple[int, ...], tuple[Kind, ...]]]:
+        """What the corpus drafts after `tokens` (a row's tokens, or their last TAIL): at most DRAFTS continuations of
+        up to `length` tokens, each token with its kind."""
+        tail = tokens[-TAIL:]
+        tail = tail.tolist() if hasattr(tail, "tolist") else list(tail)
+        with self._lock:
+            return self._leads(tail, length)
+
+    def _leads(self, tail: list[int], length: int) -> list[tuple[tuple[int, ...], tuple[Kind, ...]]]:
+        return [(tokens, tuple(corpus_kind(match, share, d) for d, share in enumerate(shares)))
+                for tokens, match, shares in self._query(tail, DRAFTS, length)]
+
     def continuations(self, tail: Sequence[int], count: int, length: int
                       ) -> list[tuple[tuple[int, ...], int, tuple[float, ...]]]:
         """At most `count` continuations of up to `length` tokens of the longest indexed suffix of `tail` (the row's
         tokens), most frequent first: [(tokens, match length, shares)], shares[d] being the share of the occurrences
         continuing with tokens[:d] that continue with tokens[d] (their empirical next-token probability)."""
         with self._lock:
-            for n in KEY_LENGTHS:
-                if n > len(tail):
-                    continue
-                ends = self._ends.get(tuple(tail[-n:]))
-                if ends:
-                    return self._continuations(ends[-SCAN:], tail, n, count, length)
+            return self._query(tail, count, length)
+
+    def _query(self, tail: Sequence[int], count: int, length: int
+               ) -> list[tuple[tuple[int, ...], int, tuple[float, ...]]]:
+        for n in KEY_LENGTHS:
+            if n > len(tail):
+                continue
+            ends = self._ends.get(tuple(tail[-n:]))
+            if ends:
+                return self._continuations(ends[-SCAN:], tail, n, count, length)
         return []
 
     def _continuations(self, occurrences: list[int], tail: Sequence[int], n: int, count: int, length: int
@@ -140,11 +205,13 @@ class Corpus:
         return [(c, match, _shares(trie, c)) for c, (_, match, _) in best]
 
     def save(self, path: str | Path) -> None:
-        """Write the corpus as JSON (vocabulary, bound, requests oldest first, and a checksum of them)."""
+        """Write the corpus as JSON (vocabulary, bound, requests oldest first, its acceptance counts, and a checksum of
+        them)."""
         with self._lock:
             body = dict(format=FORMAT, version=VERSION, max_tokens=self.max_tokens, vocabulary=self.vocabulary,
                         vocab_size=self.vocab_size, model_type=self.model_type,
-                        requests=list(self._requests.values()))
+                        requests=list(self._requests.values()),
+                        acceptance=[[list(kind), *counts] for kind, counts in self._counts.items()])
         body["sha256"] = _checksum(body)
         Path(path).write_text(json.dumps(body, separators=(",", ":")))
 
@@ -164,6 +231,7 @@ class Corpus:
         corpus.vocab_size, corpus.model_type = body["vocab_size"], body["model_type"]
         for tokens in body["requests"]:
             corpus._add(tokens)
+        corpus._counts = {tuple(kind): [accepted, tested] for kind, accepted, tested in body.get("acceptance", [])}
         return corpus
 
 
@@ -196,12 +264,18 @@ def _validate(body: object, path: str | Path) -> None:
         return ValueError(f"{path} is not a valid lade corpus ({why}): write it again with Corpus.save")
 
     keys = {"format", "version", "max_tokens", "vocabulary", "vocab_size", "model_type", "requests", "sha256"}
+    if isinstance(body, dict) and body.get("version") == VERSION:
+        keys = keys | {"acceptance"}
     if not isinstance(body, dict) or set(body) != keys or body["format"] != FORMAT:
         raise damaged(f"expected a JSON object with the fields {sorted(keys)} and format {FORMAT!r}")
-    if body["version"] != VERSION:
-        raise damaged(f"version {body['version']!r}, this lade reads version {VERSION}")
+    if body["version"] not in (1, VERSION):
+        raise damaged(f"version {body['version']!r}, this lade reads versions 1 and {VERSION}")
     if body["sha256"] != _checksum(body):
         raise damaged("its checksum does not match its content")
+    counts = body.get("acceptance", [])
+    if not isinstance(counts, list) or not all(_counted(entry) for entry in counts):
+        raise damaged("acceptance must list [kind, accepted, tested] entries, a kind being [\"corpus\", integers], "
+                      "with 0 <= accepted <= tested")
     vocab, requests = body["vocab_size"], body["requests"]
     if not _int(body["max_tokens"]) or body["max_tokens"] < 1 or not (vocab is None or _int(vocab) and vocab > 0):
         raise damaged("max_tokens or vocab_size is not a positive integer")
@@ -211,6 +285,15 @@ def _validate(body: object, path: str | Path) -> None:
         raise damaged(f"a token id lies outside the vocabulary of {vocab} (ids are 0 .. vocab_size - 1)")
     if sum(map(len, requests)) > body["max_tokens"]:
         raise damaged("it holds more tokens than its max_tokens")
+
+
+def _counted(entry: object) -> bool:
+    """An acceptance entry as `save` writes it: [kind, accepted, tested]."""
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], list) and entry[0]):
+        return False
+    kind, accepted, tested = entry
+    return kind[0] == "corpus" and all(_int(part) for part in kind[1:]) and _int(accepted) and _int(tested) \
+        and 0 <= accepted <= tested
 
 
 def _int(value: object) -> bool:

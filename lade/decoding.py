@@ -110,8 +110,8 @@ def lookahead_generate(
             streamer.put(input_ids.cpu())
         out = plain_generate(model, input_ids, processors, stopping_criteria, gen,
                              bool(synced_gpus or caller.get("synced_gpus")), streamer, model_kwargs)
-        for tokens in learned_rows(out, input_ids.shape[1], pads, gen) if corpus is not None else ():
-            corpus.add(tokens)
+        for tokens, pad in zip(learned_rows(out, input_ids.shape[1], pads, gen), pads) if corpus is not None else ():
+            corpus.add(tokens, prompt_length=input_ids.shape[1] - pad)
         return out
     if corpus is not None:
         corpus.bind(logits_width(model), model.config.model_type)
@@ -138,7 +138,7 @@ def lookahead_generate(
     strategy.finish()
     run.stats.total_time_s = time.perf_counter() - start
     for row in rows if corpus is not None else ():
-        corpus.add(row.tokens.tolist())
+        corpus.add(row.tokens.tolist(), prompt_length=input_ids.shape[1] - row.pad)
     if streamer is not None:
         streamer.end()
     return _output(model, rows, gen, run, strategy, model_kwargs.get("attention_mask") if any(pads) else None,

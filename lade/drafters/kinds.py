@@ -4,7 +4,7 @@ match length and share), then its depth."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
 from .acceptance_prior import PRIOR
 
@@ -14,6 +14,7 @@ AGREED = "agreed"
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # a match of length m falls in the first bucket >= m (longer: the last + 1)
 SHARE_BUCKETS = (0.25, 0.5, 0.75, 0.99, 1.0)  # a corpus share s falls in the first bucket >= s
 SHARE_RATES = (0.15, 0.4, 0.65, 0.85, 1.0)  # each share bucket's typical share
+CORPUS_PRIOR_WEIGHT = 8  # tests a corpus kind's own counts need to weigh as much as its prior
 
 
 def match_bucket(length: int) -> int:
@@ -58,10 +59,16 @@ def kind_group(kind: Kind) -> Kind:
     return kind[0], kind[-1]
 
 
-def prior_rates() -> dict[Kind, float]:
-    """Acceptance rates standing in until a sequence has its own counts (measured: see acceptance_prior.py)."""
+def prior_rates(corpus: Mapping[Kind, tuple[int, int]] | None = None) -> dict[Kind, float]:
+    """Acceptance rates standing in until a sequence has its own counts (measured: see acceptance_prior.py).
+    corpus: a corpus's counts of its own drafts, kind -> (accepted, tested) (lade.Corpus.acceptance), which move
+    its kinds' rates from the prior toward what it measured."""
     rates = {kind: rate for kind, (rate, _) in PRIOR.items()}
-    return rates | _corpus_prior(rates)
+    learned = _corpus_prior(rates)
+    for kind, (accepted, tested) in (corpus or {}).items():
+        prior = learned.get(kind, 0.1)
+        learned[kind] = (accepted + CORPUS_PRIOR_WEIGHT * prior) / (tested + CORPUS_PRIOR_WEIGHT)
+    return rates | learned
 
 
 def _corpus_prior(rates: dict[Kind, float]) -> dict[Kind, float]:

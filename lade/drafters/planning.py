@@ -13,7 +13,7 @@ import torch
 
 from .acceptance import AcceptanceStats
 from .base import Draft, Offer, Outcome
-from .kinds import corpus_kind, kind_group, pool_kind, prior_rates, recycling_kind, retrieval_kind
+from .kinds import kind_group, pool_kind, prior_rates, recycling_kind, retrieval_kind
 from .planner import Lead, Plan, plan_tree
 from .pool import NGramPool
 from .recycling import AdjacencyTable
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ..config import LookaheadConfig
 
 RETRIEVALS = 4  # distinct retrieved continuations per source and step
-CORPUS_TAIL = 64  # the row's last tokens a corpus query matches (its matches are shorter)
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,8 @@ class PlanningDrafter:
         self.corpus = row.corpus
         self.window = LookaheadWindow.for_config(row.prompt, config)
         self.pool = NGramPool(config.ngram_size, config.guess_set_size) if self.window.width else None
-        self.stats = AcceptanceStats(prior_rates(), group=kind_group)
+        self.stats = AcceptanceStats(prior_rates(self.corpus.acceptance() if self.corpus is not None else None),
+                                     group=kind_group)
         self.plan = Plan()
 
     def propose(self, ids: torch.Tensor, new_tokens: int) -> Draft:
@@ -95,9 +95,7 @@ class PlanningDrafter:
         else:
             last = int(ids[-1])
         if self.corpus is not None:
-            leads += [Lead(tokens, tuple(corpus_kind(match, share, d) for d, share in enumerate(shares)))
-                      for tokens, match, shares in self.corpus.continuations(ids[-CORPUS_TAIL:].tolist(), RETRIEVALS,
-                                                                             self.budget)]
+            leads += [Lead(tokens, kinds) for tokens, kinds in self.corpus.leads(ids, self.budget)]
         if self.pool is not None:
             leads += [Lead(tokens, tuple(pool_kind(d) for d in range(len(tokens))))
                       for tokens in self.pool.candidates(last)]

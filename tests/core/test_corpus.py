@@ -13,7 +13,8 @@ import torch
 
 import lade
 from lade.checks import check_corpus
-from lade.corpus import KEY_LENGTHS, MAX_MATCH, SCAN
+from lade.corpus import KEY_LENGTHS, MAX_MATCH, MEASURED_DEPTH, SCAN
+from lade.drafters.kinds import CORPUS_PRIOR_WEIGHT, prior_rates
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -156,6 +157,66 @@ def test_eviction_bound_in_decoding():
     assert corpus.continuations(first[0, :20].tolist(), 4, 8) == []
 
 
+def slow_acceptance(requests: list[tuple[list[int], int]]) -> dict:
+    """The corpus's counts of its own drafts by their definition: before each request is stored, at each output
+    position, every distinct drafted node (a prefix of a continuation `leads` returns) whose parent was right is
+    tested, and accepted when it is the token that followed."""
+    corpus, counts = lade.Corpus(), {}
+    for tokens, prompt_length in requests:
+        for last in range(prompt_length, len(tokens) - 1):
+            nodes = {}
+            for continuation, kinds in corpus.leads(tokens[: last + 1], MEASURED_DEPTH):
+                for depth, kind in enumerate(kinds):
+                    nodes.setdefault(continuation[: depth + 1], kind)
+            for node, kind in nodes.items():
+                following = tuple(tokens[last + 1 : last + 1 + len(node)])
+                if len(following) == len(node) and following[:-1] == node[:-1]:
+                    accepted, tested = counts.get(kind, (0, 0))
+                    counts[kind] = (accepted + (following == node), tested + 1)
+        corpus.add(tokens, prompt_length=len(tokens))  # stored without measuring it
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_corpus_measures_its_own_drafts(seed):
+    """Each request's output is drafted for by the corpus of the requests before it, and the counts per kind are what
+    the definition gives (slow_acceptance); the prompt is not measured."""
+    rng = random.Random(seed)
+    alphabet = rng.choice([3, 5, 12])
+    requests = []
+    for _ in range(8):
+        tokens = [rng.randrange(alphabet) for _ in range(rng.randint(2, 40))]
+        requests.append((tokens, rng.randint(0, len(tokens) - 1)))
+    corpus = lade.Corpus()
+    for tokens, prompt_length in requests:
+        corpus.add(tokens, prompt_length=prompt_length)
+    assert corpus.acceptance() == slow_acceptance(requests) != {}
+
+
+def test_a_call_starts_from_the_corpus_s_measured_acceptance():
+    """The planning drafters start every call from the corpus's counts: a kind's prior moves from the heuristic
+    (a retrieval match of the same length times the share) toward what the corpus measured."""
+    model = tiny_model("llama")
+    corpus = filled(model, count=3)
+    counts = corpus.acceptance()
+    assert counts and all(0 <= a <= t for a, t in counts.values())
+    heuristic, learned = prior_rates(), prior_rates(counts)
+    for kind, (accepted, tested) in counts.items():
+        expected = (accepted + CORPUS_PRIOR_WEIGHT * heuristic[kind]) / (tested + CORPUS_PRIOR_WEIGHT)
+        assert learned[kind] == pytest.approx(expected)
+    assert {k: v for k, v in learned.items() if k not in counts} == {k: v for k, v in heuristic.items()
+                                                                    if k not in counts}
+    drafter = lade.drafters.make_drafter(CONFIGS["corpus"], lade.drafters.RowContext(
+        random_prompt(0, length=8)[0], None, 64, STEEP, 0.0, corpus))
+    kind = next(iter(counts))
+    assert drafter.stats.prior_mean(kind) == pytest.approx(learned[kind])
+
+
+def test_add_refuses_a_bad_prompt_length():
+    with pytest.raises(ValueError, match="prompt_length must be a non-negative integer"):
+        lade.Corpus().add([1, 2, 3], prompt_length=-1)
+
+
 def test_save_and_load_round_trip(tmp_path):
     """A saved corpus loads with the same requests, bound, vocabulary and answers, and drafts as before."""
     model = tiny_model("llama")
@@ -168,6 +229,7 @@ def test_save_and_load_round_trip(tmp_path):
     assert (loaded.vocab_size, loaded.model_type, loaded.vocabulary) == (corpus.vocab_size, "llama", "tiny-char")
     tail = ids[0].tolist()
     assert loaded.continuations(tail, 4, 8) == corpus.continuations(tail, 4, 8) != []
+    assert loaded.acceptance() == corpus.acceptance() != {}
     out, stats = run(model, ids, CONFIGS["corpus"], loaded)
     assert torch.equal(out, plain(model, ids)) and stats.steps <= 4
     unbound = lade.Corpus(max_tokens=10)  # filled by hand, never bound to a model: no vocabulary to check ids against
@@ -192,6 +254,7 @@ def test_a_damaged_or_foreign_file_is_refused(tmp_path):
         "token changed": text.replace("[[1,2,3,4,5]]", "[[1,2,3,4,6]]"),
         "field dropped": json.dumps({k: v for k, v in body.items() if k != "max_tokens"}),
         "foreign format": json.dumps({**body, "format": "other"}),
+        "counts changed": text.replace('"acceptance":[', '"acceptance":[[["corpus",1,1,0],5,1],'),
     }
     for why, content in damaged.items():
         path.write_text(content)
@@ -203,6 +266,15 @@ def test_a_damaged_or_foreign_file_is_refused(tmp_path):
     path.write_text(json.dumps(out_of_vocab))
     with pytest.raises(ValueError, match="outside the vocabulary"):
         lade.Corpus.load(path)
+    bad_counts = {**body, "acceptance": [[["corpus", 1, 1, 0], 5, 1]]}  # more accepted than tested
+    bad_counts["sha256"] = __import__("lade.corpus", fromlist=["_checksum"])._checksum(bad_counts)
+    path.write_text(json.dumps(bad_counts))
+    with pytest.raises(ValueError, match="0 <= accepted <= tested"):
+        lade.Corpus.load(path)
+    version_1 = {k: v for k, v in body.items() if k != "acceptance"} | {"version": 1}  # before the counts: loads
+    version_1["sha256"] = __import__("lade.corpus", fromlist=["_checksum"])._checksum(version_1)
+    path.write_text(json.dumps(version_1))
+    assert (len(lade.Corpus.load(path)), lade.Corpus.load(path).acceptance()) == (5, {})
     path.write_text(text)
     with pytest.raises(ValueError, match="vocabulary 'v', not 'w'"):
         lade.Corpus.load(path, vocabulary="w")

@@ -42,7 +42,7 @@ def test_rows_follow_the_schema_and_are_exact(saved):
 
 def test_a_frozen_corpus_drafts_but_never_learns():
     """Measured calls share one frozen corpus: what it holds is fixed when it is built."""
-    corpus = cb.FrozenCorpus.of([[1, 2, 3, 4], [5, 6, 7]])
+    corpus = cb.FrozenCorpus.of([([1, 2, 3, 4], 2), ([5, 6, 7], 1)])
     corpus.add([1, 2, 3, 9, 9])
     assert (len(corpus), corpus.requests) == (7, 2)
     assert corpus.continuations([2, 3], 2, 2) == [((4,), 2, (1.0,))]  # a 2-token match, seen once
@@ -67,7 +67,8 @@ def test_served_requests_are_each_prompt_and_its_greedy_output(tmp_path):
     prompts = [cb.encode_prompt(tok, p, name, "auto") for p in load_prompts(name, 5)["prompt"]]
     pad = cb._pad(tok)
     requests = cb.served(model, prompts, 8, pad, batch=3)
-    for prompt, request in zip(prompts, requests):
+    for prompt, (request, prompt_length) in zip(prompts, requests):
+        assert prompt_length == prompt.attention_mask.sum()
         alone = model.generate(prompt.input_ids, attention_mask=prompt.attention_mask, do_sample=False,
                                max_new_tokens=8, pad_token_id=pad)[0].tolist()
         while alone[-1] == pad and len(alone) > prompt.input_ids.shape[1]:
