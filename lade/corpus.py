@@ -105,7 +105,7 @@ class Corpus:
     def _measure(self, tokens: list[int], start: int) -> None:
         """Count, per kind, the drafts `leads` makes at positions start .. start + MEASURED of `tokens` that were
         tested (their parent right) and accepted (right), against the tokens that followed."""
-        for last in range(max(start, 0), min(len(tokens) - 1, start + MEASURED)):
+        for last in range(start, min(len(tokens) - 1, start + MEASURED)):
             tested: set[tuple[int, ...]] = set()  # continuations share prefixes: each node counts once
             for continuation, kinds in self._leads(tokens[max(0, last + 1 - TAIL) : last + 1], MEASURED_DEPTH):
                 for depth, (token, kind) in enumerate(zip(continuation, kinds)):
