@@ -53,7 +53,7 @@ def record_checks(tests_s: int, tests_summary: str, quick_s: int, out: Path | No
 
 
 def _min_s(seconds: int) -> str:
-    return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
 
 
 def _load(folder: Path | None, name: str) -> tuple[pd.DataFrame, dict] | None:
@@ -88,7 +88,7 @@ def timing_sentence(folder: Path | None = None) -> str | None:
     params = prov.get("params", {})
     total = int(params["total_s"])
     budget = (f"within its {BUDGET_S // 60}-minute budget" if total <= BUDGET_S else
-              f"over its {BUDGET_S // 60}-minute budget by {(total - BUDGET_S) / 60:.0f} min")
+              f"over its {BUDGET_S // 60}-minute budget by {_min_s(total - BUDGET_S)}")
     per = ", ".join(f"{r.notebook[:2]}: {r.seconds / 60:.1f}" for r in rows.itertuples())
     return (f"The default `./run_all.sh` at {commit_label(prov)}, which wrote every committed result, figure and "
             f"executed notebook, took {_min_s(total)} with set-up ({params['notebooks_s']} s of notebooks) on "

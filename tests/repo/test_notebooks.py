@@ -11,7 +11,8 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor, wait
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ papermill = pytest.importorskip("papermill")
 
 from lab.experiments import RESULT_SCHEMAS  # noqa: E402
 from lab.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
-from lab.manifest import depends_on  # noqa: E402
+from lab.manifest import depends_on, run_order  # noqa: E402
 from lab.paths import REPO  # noqa: E402
 from lab.publish import STAMP, results_commit  # noqa: E402
 from lab.results import load_results  # noqa: E402
@@ -34,6 +35,7 @@ DEPENDS_ON = {name: list(depends_on(name)) for name in MANIFEST if depends_on(na
 DEFAULT_RUN = load_spec(DEFAULT_SPEC).notebooks  # notebooks committed with their outputs
 # beyond quick mode, to keep the suite short (CI's `./run_all.sh --quick` runs every Spec-Bench task)
 SMALLER = {"07_spec_bench": {"categories": ["mt_bench", "math_reasoning"]}}
+SLOWEST = ("03_scaling_law", "04_flops_vs_throughput")  # in quick mode: started first, so both workers end together
 
 
 def test_every_notebook_is_covered_and_clean():
@@ -66,26 +68,31 @@ def test_every_notebook_is_covered_and_clean():
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    """Run all notebooks in quick mode (recompute=True), then again re-plotting only (recompute=False), two at a
-    time (each on one torch thread); notebook 04, which validates the others' results, after 01-03."""
+    """Run every notebook in quick mode (recompute=True), stamp its figures, then run it again re-plotting only
+    (recompute=False); two notebooks at a time (each on one torch thread), the longest (SLOWEST) first, and a notebook
+    that reads others' results (04) once their first runs are done."""
     out = tmp_path_factory.mktemp("notebooks")
     kernel = _kernel()
     env = dict(os.environ, LADE_RESULTS_DIR=str(out / "results"), LADE_FIGURES_DIR=str(out / "figures"),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     by_name = {path.stem: path for path in NOTEBOOKS}
+    names = run_order(sorted(by_name, key=lambda name: (name not in SLOWEST, name)))  # each after those it reads
+    first_run_over = {name: threading.Event() for name in names}
+    stamps = {}
+
+    def run_twice(name: str) -> None:
+        for needed in DEPENDS_ON.get(name, ()):  # submitted earlier, so running or done: never a deadlock
+            first_run_over[needed].wait()
+        try:
+            _execute(by_name[name], out / f"{name}.ipynb", kernel, env)
+        finally:
+            first_run_over[name].set()
+        stamps[name] = {f: {suffix: _stamp(out / "figures" / "quick" / f"{f}{suffix}") for suffix in SUFFIXES}
+                        for f in FIGURES[name]}
+        _execute(by_name[name], out / f"{name}.replot.ipynb", kernel, env, recompute=False)
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = {name: pool.submit(_execute, path, out / f"{name}.ipynb", kernel, env)
-                for name, path in by_name.items() if name not in DEPENDS_ON}
-        for name, needs in DEPENDS_ON.items():
-            wait([runs[n] for n in needs])
-            runs[name] = pool.submit(_execute, by_name[name], out / f"{name}.ipynb", kernel, env)
-        for future in runs.values():
-            future.result()
-        stamps = {name: {f: {suffix: _stamp(out / "figures" / "quick" / f"{f}{suffix}") for suffix in SUFFIXES}
-                         for f in FIGURES[name]} for name in by_name}
-        replots = [pool.submit(_execute, path, out / f"{name}.replot.ipynb", kernel, env, recompute=False)
-                   for name, path in by_name.items()]
-        for future in replots:
+        for future in [pool.submit(run_twice, name) for name in names]:
             future.result()
     return out, stamps
 
