@@ -124,18 +124,31 @@ def _compression(r, fit: Fit, reference: Mapping[tuple[str, str], float]) -> flo
 def predict(obs: pd.DataFrame, fit: Fit, reference: Mapping[tuple[str, str], float],
             context: float = cm.CONTEXT) -> np.ndarray:
     """The model's value of each observation: tokens/s, speedup or compression."""
-    out = []
-    for r in obs.itertuples():
-        s, g, p = cm.shape(r.shape), cm.gpu(r.gpu), fit.params(r.gpu, r.implementation, r.attention)
-        if r.kind == "baseline":
-            out.append(1.0 / float(cm.latency(s, g, p, 1, context)))
-        elif r.kind == "compression":
-            out.append(fit.compression(r.dataset, r.config, reference))
+    return _predict(_priced(obs), fit, reference, context)
+
+
+def _priced(obs: pd.DataFrame) -> list[tuple]:
+    """What pricing each observation needs, looked up once (a fit prices the same observations many times):
+    (kind, shape, gpu, gpu name, implementation, attention, dataset, config, published compression, step tokens)."""
+    return [(r.kind, cm.shape(r.shape), cm.gpu(r.gpu), r.gpu, r.implementation, r.attention, r.dataset, r.config,
+             r.compression, LookaheadConfig.from_label(r.config).max_step_tokens() if r.kind == "speedup" else 0)
+            for r in obs.itertuples()]
+
+
+def _predict(priced: list[tuple], fit: Fit, reference: Mapping[tuple[str, str], float],
+             context: float) -> np.ndarray:
+    out = np.empty(len(priced))
+    for i, (kind, s, g, gpu, implementation, attention, dataset, config, compression, q) in enumerate(priced):
+        if kind == "compression":
+            out[i] = fit.compression(dataset, config, reference)
+            continue
+        p = fit.params(gpu, implementation, attention)
+        if kind == "baseline":
+            out[i] = 1.0 / float(cm.latency(s, g, p, 1, context))
         else:
-            q = LookaheadConfig.from_label(r.config).max_step_tokens()
-            lat = lambda x, s=s, g=g, p=p: cm.latency(s, g, p, x, context)
-            out.append(cm.speedup(_compression(r, fit, reference), lat, q, 0.0, p.host_s))
-    return np.asarray(out, dtype=float)
+            c = compression if pd.notna(compression) else fit.compression(dataset, config, reference)
+            out[i] = cm.speedup(c, lambda x, s=s, g=g, p=p: cm.latency(s, g, p, x, context), q, 0.0, p.host_s)
+    return out
 
 
 def _layout(obs: pd.DataFrame, fixed: Mapping[str, float]) -> list[tuple[str, str]]:
@@ -167,9 +180,10 @@ def fit(obs: pd.DataFrame, reference: Mapping[tuple[str, str], float], context: 
     prior = np.log([PRIOR[name if kind == "shared" else kind] for kind, name in layout])
     bounds = np.log([BOUNDS[name if kind == "shared" else kind] for kind, name in layout]).T
     published_log = np.log(obs["published"].to_numpy(float))
+    priced = _priced(obs)
 
     def residuals(theta: np.ndarray) -> np.ndarray:
-        model = predict(obs, _unpack(layout, theta, fixed), reference, context)
+        model = _predict(priced, _unpack(layout, theta, fixed), reference, context)
         return np.concatenate([(np.log(model) - published_log) / DATA_SIGMA, (theta - prior) / PRIOR_SIGMA])
 
     result = least_squares(residuals, np.clip(prior, bounds[0] + 1e-9, bounds[1] - 1e-9), bounds=bounds)

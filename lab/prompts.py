@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,9 +239,3 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str,
                                             return_dict=True)
     input_ids = encoded["input_ids"]  # [1, T]
     return input_ids, torch.ones_like(input_ids)
-
-
-if __name__ == "__main__":  # python -m lab.prompts verify
-    if sys.argv[1:] != ["verify"]:
-        sys.exit("usage: python -m lab.prompts verify")
-    print("frozen prompt sets verified:", ", ".join(verify_frozen()))

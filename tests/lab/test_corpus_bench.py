@@ -20,7 +20,7 @@ def saved(tmp_path_factory):
     torch.set_num_threads(1)
     folder = tmp_path_factory.mktemp("tiny_chat")
     model, tok = load_model(str(save_tiny_chat_model(folder)))
-    rows = cb.run_corpus_benchmark(model, tok, ["rag"], [0, 3, 200], n_prompts=2, two_turn_prompts=2,
+    rows = cb.run_corpus_benchmark(model, tok, ["mt_bench"], [0, 3, 200], n_prompts=2, two_turn_prompts=2,
                                    max_new_tokens=6)
     return save_results(rows, folder / "corpus.jsonl")
 
@@ -33,7 +33,7 @@ def test_rows_follow_the_schema_and_are_exact(saved):
     assert set(RESULT_SCHEMAS["corpus.jsonl"]) <= set(rows.columns)
     assert rows["matches_greedy"].all()
     spec = rows[rows["workload"] == "spec_bench"]
-    assert list(dict.fromkeys(spec["prompt_id"])) == list(load_prompts("spec_bench:rag", 2)["id"])
+    assert list(dict.fromkeys(spec["prompt_id"])) == list(load_prompts("spec_bench:mt_bench", 2)["id"])
     assert dict(zip(spec["method"], spec["corpus_requests"])) == {
         "greedy": -1, "lade-auto": 0, "lade-auto+corpus(3)": 3, "lade-auto+corpus(78)": 78}
     two = rows[rows["workload"] == "two_turns"]

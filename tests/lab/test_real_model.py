@@ -34,7 +34,7 @@ def test_greedy_identical_on_real_prompts(smollm2, prompt_set, index):
     assert stats.compression > 1.1
 
 
-def first_shape_disagreement(model, ids, mask, new_tokens: int = 48) -> int | None:
+def first_shape_disagreement(model, ids, mask, new_tokens: int = 24) -> int | None:
     """Plain greedy's own consistency: the first generated position whose token differs from the argmax of one
     forward over the whole greedy sequence (many tokens per forward, as any multi-token decoder feeds)."""
     out = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens, eos_token_id=None)
@@ -47,13 +47,13 @@ def first_shape_disagreement(model, ids, mask, new_tokens: int = 48) -> int | No
 def test_int8_smollm2_disagrees_with_itself_across_forward_shapes(smollm2):
     """Why lade is not asserted token-identical on SmolLM2 in bitsandbytes 8-bit: plain transformers does not
     agree with itself there. Feeding the greedy sequence in one forward changes the argmax at a generated
-    position (8-bit with and without outlier decomposition; measured: HumanEval/0 at the first generated token),
+    position (8-bit with and without outlier decomposition; HumanEval/1 within its first 24 tokens),
     so no decoder that feeds several tokens per forward, lookahead or transformers' own prompt lookup, can
     reproduce plain greedy token for token. fp32 agrees (and lade is exact there: the tests above)."""
     from transformers import BitsAndBytesConfig
 
     _, tokenizer = smollm2
-    prompts = [encode_chat(tokenizer, p["prompt"]) for p in load_prompts("humaneval", n=2)]
+    prompts = [encode_chat(tokenizer, load_prompts("humaneval")[1]["prompt"])]
     assert all(first_shape_disagreement(smollm2[0], ids, mask) is None for ids, mask in prompts)
     for threshold in (6.0, 0.0):
         int8, _ = load_model("embedded", quantization_config=BitsAndBytesConfig(load_in_8bit=True,
