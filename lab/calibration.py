@@ -116,9 +116,10 @@ class Fit:
         return 1.0 + self.a[dataset] * (reference[(task, config)] - 1.0)
 
 
-def _compression(r, fit: Fit, reference: Mapping[tuple[str, str], float]) -> float:
+def _compression(published_value: float, dataset: str, config: str, fit: Fit,
+                 reference: Mapping[tuple[str, str], float]) -> float:
     """The compression a speedup observation is priced with: published, else estimated."""
-    return r.compression if pd.notna(r.compression) else fit.compression(r.dataset, r.config, reference)
+    return published_value if pd.notna(published_value) else fit.compression(dataset, config, reference)
 
 
 def predict(obs: pd.DataFrame, fit: Fit, reference: Mapping[tuple[str, str], float],
@@ -146,7 +147,7 @@ def _predict(priced: list[tuple], fit: Fit, reference: Mapping[tuple[str, str], 
         if kind == "baseline":
             out[i] = 1.0 / float(cm.latency(s, g, p, 1, context))
         else:
-            c = compression if pd.notna(compression) else fit.compression(dataset, config, reference)
+            c = _compression(compression, dataset, config, fit, reference)
             out[i] = cm.speedup(c, lambda x, s=s, g=g, p=p: cm.latency(s, g, p, x, context), q, 0.0, p.host_s)
     return out
 
@@ -202,8 +203,8 @@ def leave_one_out(obs: pd.DataFrame, reference: Mapping[tuple[str, str], float],
         rest = obs.drop(index=obs.index[i])
         loo[i] = predict(obs.iloc[[i]], fit(rest, reference, context), reference, context)[0]
     out = obs.copy()
-    out["compression_used"] = [_compression(r, everything, reference) if r.kind == "speedup" else np.nan
-                               for r in obs.itertuples()]
+    out["compression_used"] = [_compression(r.compression, r.dataset, r.config, everything, reference)
+                               if r.kind == "speedup" else np.nan for r in obs.itertuples()]
     out["predicted"] = full
     out["predicted_loo"] = loo
     out["error"] = full / out["published"] - 1
