@@ -130,8 +130,8 @@ def predict(obs: pd.DataFrame, fit: Fit, reference: Mapping[tuple[str, str], flo
 
 def _priced(obs: pd.DataFrame) -> list[tuple]:
     """What pricing each observation needs, looked up once (a fit prices the same observations many times):
-    (kind, shape, gpu, gpu name, implementation, attention, dataset, config, published compression, step tokens)."""
-    return [(r.kind, cm.shape(r.shape), cm.gpu(r.gpu), r.gpu, r.implementation, r.attention, r.dataset, r.config,
+    (kind, shape, GPU class, implementation, attention, dataset, config, published compression, step tokens)."""
+    return [(r.kind, cm.shape(r.shape), cm.gpu(r.gpu), r.implementation, r.attention, r.dataset, r.config,
              r.compression, LookaheadConfig.from_label(r.config).max_step_tokens() if r.kind == "speedup" else 0)
             for r in obs.itertuples()]
 
@@ -139,11 +139,11 @@ def _priced(obs: pd.DataFrame) -> list[tuple]:
 def _predict(priced: list[tuple], fit: Fit, reference: Mapping[tuple[str, str], float],
              context: float) -> np.ndarray:
     out = np.empty(len(priced))
-    for i, (kind, s, g, gpu, implementation, attention, dataset, config, compression, q) in enumerate(priced):
+    for i, (kind, s, g, implementation, attention, dataset, config, compression, q) in enumerate(priced):
         if kind == "compression":
             out[i] = fit.compression(dataset, config, reference)
             continue
-        p = fit.params(gpu, implementation, attention)
+        p = fit.params(g.name, implementation, attention)
         if kind == "baseline":
             out[i] = 1.0 / float(cm.latency(s, g, p, 1, context))
         else:

@@ -108,7 +108,7 @@ def test_notebook_replots_from_its_committed_results(replotted, name):
     """Its figures are written, non-empty, from the committed results, which re-plotting leaves as they were; those
     results match their schema and carry provenance."""
     for figure in FIGURES[name]:
-        for suffix in (".png", ".pdf"):
+        for suffix in SUFFIXES:
             path = replotted / "figures" / f"{figure}{suffix}"
             assert path.exists() and path.stat().st_size > 1000, f"{path.name} missing or empty"
     for result in RESULTS[name]:
