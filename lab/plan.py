@@ -27,8 +27,9 @@ from lade.cost import HOST_S, prior_table
 
 from .costmodel import gpus
 from .manifest import NOTEBOOKS, run_order
-from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root, prepare_embedded_model
+from .models import DTYPES, EMBEDDED_ALIASES, Weights, is_path, locate_weights, models_root
 from .paths import results_dir
+from .ready import embedded_model_ready
 from .specs import (
     ModelEntry,
     Spec,
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("prepare needs --out")
         if any(m["path"].lower() in EMBEDDED_ALIASES for p in resolved.params.values() for m in p["models"]):
             # set-up's step (idempotent): the notebooks load it from the cache; stdout lists only notebooks
-            print(f"[setup] embedded model ready: {prepare_embedded_model()}", file=sys.stderr)
+            embedded_model_ready(sys.stderr)
         args.out.mkdir(parents=True, exist_ok=True)
         for nb, params in resolved.params.items():
             (args.out / f"{nb}.params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

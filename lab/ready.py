@@ -5,10 +5,21 @@ the embedded SmolLM2-135M-Instruct prepared in $LADE_CACHE unless --no-model."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
+from typing import TextIO
 
 from .models import prepare_embedded_model
 from .prompts import verify_frozen
+
+
+def embedded_model_ready(stream: TextIO = sys.stdout) -> Path:
+    """Prepare the embedded model (idempotent) and say where it is, as set-up's step."""
+    start = time.perf_counter()
+    folder = prepare_embedded_model()
+    print(f"[setup] embedded model ready: {folder} ({time.perf_counter() - start:.0f} s)", file=stream)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,9 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print("[setup] frozen prompt sets verified:", ", ".join(verify_frozen()))
     if not args.no_model:
-        start = time.perf_counter()
-        folder = prepare_embedded_model()
-        print(f"[setup] embedded model ready: {folder} ({time.perf_counter() - start:.0f} s)")
+        embedded_model_ready()
 
 
 if __name__ == "__main__":
