@@ -20,7 +20,7 @@ from tiny_models import random_prompt, tiny_model
 
 VOCAB = 12  # small enough to enumerate every 3-token continuation (12^3 cells)
 NEW = 3
-SAMPLES = 7_000  # per setting: 21,000 lade samples over the three settings
+SAMPLES = 5_000  # per setting: 15,000 lade samples over the three settings
 POWER_SAMPLES = 2_000
 CONFIG = lade.LookaheadConfig(window_size=3, ngram_size=3, guess_set_size=4)
 SETTINGS = {  # (generate kwargs, config): temperature with a prefix-dependent processor; top-k; top-p
@@ -173,7 +173,7 @@ def one_thread():
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_first_tokens_follow_plain_sampling_distribution(small, setting):
-    """7,000 runs of lade's loop per setting (21,000 in all): the joint law of the first 3 tokens must fit the exact
+    """5,000 runs of lade's loop per setting (15,000 in all): the joint law of the first 3 tokens must fit the exact
     product of processed conditionals (chi-square, p > 1e-3); several drafts must really be verified and often
     accepted."""
     model, ids = small

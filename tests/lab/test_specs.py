@@ -258,15 +258,19 @@ def test_plan_lists_the_runs_and_stops_on_missing_weights(tmp_path):
     assert stopped.returncode == 3 and "not on this machine" in stopped.stderr and "[1/" not in stopped.stdout
 
 
-def test_plan_with_the_weights_present_exits_zero(tmp_path):
+def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys):
+    """The same plan (lab.plan show, what `run_all.sh --plan` runs; called in-process) with every model's weights
+    in place."""
+    from lab.plan import main as plan_main
+
     for name in ("CodeLlama-7b-hf", "CodeLlama-13b-hf", "CodeLlama-34b-hf", "CodeLlama-7b-Instruct-hf",
                  "CodeLlama-13b-Instruct-hf", "CodeLlama-34b-Instruct-hf"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(LLAMA_7B_CONFIG))
-    done = run_all("--plan", "--params", "data/experiments/blog-a100-codellama.yaml",
-                   env={"LADE_MODELS": str(tmp_path)})
-    assert done.returncode == 0, done.stderr
-    assert "MISSING" not in done.stdout and " NO " not in done.stdout and "present" in done.stdout
+    monkeypatch.setenv("LADE_MODELS", str(tmp_path))
+    assert plan_main(["show", str(REPO / "data/experiments/blog-a100-codellama.yaml")]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "MISSING" not in out and " NO " not in out and "present" in out
 
 
 def test_the_cpu_is_priced_from_the_committed_greedy_rows(tmp_path):
