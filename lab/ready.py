@@ -5,7 +5,6 @@ the embedded SmolLM2-135M-Instruct prepared in $LADE_CACHE unless --no-model."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import TextIO
@@ -14,8 +13,8 @@ from .models import prepare_embedded_model
 from .prompts import verify_frozen
 
 
-def embedded_model_ready(stream: TextIO = sys.stdout) -> Path:
-    """Prepare the embedded model (idempotent) and say where it is, as set-up's step."""
+def embedded_model_ready(stream: TextIO | None = None) -> Path:
+    """Prepare the embedded model (idempotent) and say where it is, as set-up's step (on `stream`, default stdout)."""
     start = time.perf_counter()
     folder = prepare_embedded_model()
     print(f"[setup] embedded model ready: {folder} ({time.perf_counter() - start:.0f} s)", file=stream)
