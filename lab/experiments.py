@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from lade.config import LookaheadConfig
 
+from .batch_headroom import HEADROOM_COLUMNS
 from .batched import BATCH_COLUMNS
 from .bench import ROW_COLUMNS, summarize
 from .calibration import CALIBRATION_COLUMNS
@@ -43,6 +44,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {  # a results file's schema (lab.manifest
     "sampling": SAMPLING_COLUMNS,
     "sampling_distribution": DISTRIBUTION_COLUMNS,
     "batches": tuple(BATCH_COLUMNS),
+    "batch_headroom": tuple(HEADROOM_COLUMNS),
     "batch_predictions": BATCH_PREDICTION_COLUMNS,
     "corpus": (*ROW_COLUMNS, *CORPUS_COLUMNS),
 }

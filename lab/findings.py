@@ -172,10 +172,12 @@ BATCH_NOTE = ("speedup is plain batched greedy's total time over the lade method
               "handed to transformers' loop over lade's cache; docs/benchmarks.md).")
 
 
-def batches(path: Path, predictions_path: Path | None = None, model: str = "Llama-2-7B", task: str = "chat") -> str:
+def batches(path: Path, predictions_path: Path | None = None, model: str = "Llama-2-7B", task: str = "chat",
+            headroom_path: Path | None = None) -> str:
     """Notebook 09: each lade method's throughput over plain batched greedy per batch size (every set pooled, then
-    each set), its compression per row and tokens per forward, rows identical to plain; with `predictions_path`, the
-    cost model's GPU-class curve for `model` and `task`."""
+    each set), its compression per row and tokens per forward, rows identical to plain; with `headroom_path`, what
+    the rows' steps alone would give in padded and ragged batch steps (lab.batch_headroom); with `predictions_path`,
+    the cost model's GPU-class curve for `model` and `task`."""
     from .batched import POOLED, REFERENCE, summarize_batches
 
     rows = load_results(path)
@@ -198,8 +200,34 @@ def batches(path: Path, predictions_path: Path | None = None, model: str = "Llam
     lade_rows = rows[rows["method"] != REFERENCE]
     lines.append(f"\nRows identical to plain batched greedy: {int(lade_rows['rows_identical'].sum())} of "
                  f"{int(lade_rows['rows'].sum())}.")
+    if headroom_path is not None:
+        lines += ["", _headroom(load_results(headroom_path))]
     if predictions_path is not None:
         lines += ["", _batch_predictions(load_results(predictions_path), model, task)]
+    return "\n".join(lines)
+
+
+def _headroom(table: pd.DataFrame) -> str:
+    """Per method and batch size: drafting as alone in padded and ragged batch steps, and the pricing checked against
+    lade's own measured steps (lab.batch_headroom)."""
+    from .batch_headroom import summarize_headroom
+
+    missing = table.attrs.get("provenance", {}).get("params", {}).get("missing")
+    if missing:
+        return f"No replay of the batches from their rows alone: {missing}."
+    lines = ["Each batch replayed from its rows' steps alone (the tokens each fed per forward at batch 1), priced by "
+             "notebook 04's latency profile at the tokens a step feeds in all (decode steps, no host work), over plain "
+             "batched greedy priced alike:"]
+    for r in summarize_headroom(table).itertuples():
+        raw = table[(table["batch_size"] == r.batch_size) & (table["method"] == r.method)]
+        padded, ragged, modelled = (
+            verdict(getattr(r, name), getattr(r, f"{name}_low"), getattr(r, f"{name}_high"), int(r.batches),
+                    "above plain batched greedy", "below plain batched greedy", raw["plain_s"] / raw[f"{name}_s"]
+                    if name != "modelled" else raw["modelled"], "batches")
+            for name in ("padded", "ragged", "modelled"))
+        lines.append(f"- {r.method}, batch {int(r.batch_size)}: padded steps (as lade feeds a batch) {padded}; "
+                     f"ragged steps (each row's own tokens) {ragged}; the same pricing of lade's measured steps "
+                     f"{modelled}, measured {r.measured:.2f}x (median over batches)")
     return "\n".join(lines)
 
 

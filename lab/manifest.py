@@ -54,10 +54,11 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
              (*_BENCH, "categories"), multi_model=True),
     Notebook("08_beam_search", {"spec_bench_beam.jsonl": ROWS}, ("08_beam_search",), "beam_search",
              (*_BENCH, "categories", "num_beams"), multi_model=True),
-    Notebook("09_batches", {"batches.jsonl": "batches", "batch_predictions.csv": "batch_predictions"},
+    Notebook("09_batches", {"batches.jsonl": "batches", "batch_headroom.csv": "batch_headroom",
+                            "batch_predictions.csv": "batch_predictions"},
              ("09_batch_throughput", "09_batch_gpu_prediction"), "batches",
              ("n_prompts", "max_new_tokens", "batch_sizes", "prompt_sets", "methods"),
-             reads=("calibration.csv", "gpu_predictions.csv")),
+             reads=("latency.csv", "calibration.csv", "gpu_predictions.csv")),
     Notebook("10_corpus", {"corpus.jsonl": "corpus"}, ("10_corpus",), "corpus",
              ("n_prompts", "max_new_tokens", "tasks", "corpus_sizes", "two_turn_prompts")),
 )}

@@ -5,6 +5,8 @@ import pandas as pd
 import pytest
 import torch
 
+from lab.batch_headroom import HEADROOM_COLUMNS, headroom, replay
+from lab.batch_headroom import main as headroom_main
 from lab.batched import (
     AGAIN,
     BATCH_COLUMNS,
@@ -187,3 +189,38 @@ def test_plan_prices_one_prompt_per_batch():
     work = {(w.dataset, w.method): w.prompts for w in notebook_work("09_batches", p, entry)}
     assert work == {("humaneval", "greedy B=1"): 10, ("humaneval", "lade-auto B=1"): 10,
                     ("humaneval", "greedy B=4"): 3, ("humaneval", "lade-auto B=4"): 3}
+
+
+def test_replay_prices_padded_and_ragged_steps_as_rows_leave():
+    """Rows fed 3, 1 then 2 tokens (alone) and 1, 1: two steps of both rows, then one of the first alone. Padded:
+    2 x 3, 2 x 1, then 2; ragged: 4, 2, then 2 (a latency of q seconds counts tokens)."""
+    assert replay([[3, 1, 2], [1, 1]], lambda q: q) == (6 + 2 + 2, 4 + 2 + 2)
+
+
+def test_headroom_replays_every_batch_from_its_rows_alone(results):
+    """Every lade batch of size > 1 gets a row; padded steps never cost less than ragged ones; priced by a latency
+    that counts tokens, plain greedy's 9 steps of B tokens cost 9 B."""
+    table = headroom(results, lambda q: float(q))
+    lade = results[(results["batch_size"] > 1) & (results["method"] != "greedy")]
+    assert list(table.columns) == list(HEADROOM_COLUMNS) and len(table) == len(lade)
+    assert (table["plain_s"] == 9.0 * table["rows"]).all()
+    assert (table["padded_s"] >= table["ragged_s"]).all() and (table["padded"] <= table["ragged"]).all()
+    assert table["measured"].tolist() == lade["speedup"].tolist()
+    with pytest.raises(ValueError, match="include batch size 1"):
+        headroom(results[results["batch_size"] > 1], lambda q: float(q))
+
+
+def test_headroom_cli_reads_notebook_results(results, tmp_path, capsys):
+    save_results(results, tmp_path / "batches.jsonl")
+    device = results.attrs["provenance"]["device"]
+    latency = pd.DataFrame({"source": "measured", "gpu": device, "model": "tiny", "q": [1, 2, 4, 8],
+                            "seconds": [1.0, 1.1, 1.3, 2.0]})
+    save_results(latency.assign(gpu="another device"), tmp_path / "latency.csv")
+    with pytest.raises(SystemExit):  # a profile of another device prices nothing here
+        headroom_main(["--batches", str(tmp_path / "batches.jsonl"), "--latency", str(tmp_path / "latency.csv")])
+    assert "no latency profile measured on" in capsys.readouterr().err
+    save_results(latency, tmp_path / "latency.csv")
+    table = headroom_main(["--batches", str(tmp_path / "batches.jsonl"), "--latency", str(tmp_path / "latency.csv"),
+                           "--out", str(tmp_path / "headroom.csv")])
+    assert "ragged_low" in capsys.readouterr().out
+    assert load_results(tmp_path / "headroom.csv").shape == table.shape
