@@ -116,13 +116,14 @@ def replayed(batches: pd.DataFrame, latency_path: Path) -> pd.DataFrame:
     """Notebook 09's table: `headroom` of its batches priced by notebook 04's profile on the batches' device (read
     from latency_path), with provenance; no rows, and the reason in the provenance's `missing`, where the run has no
     batch size 1 or notebook 04 measured no profile on this device."""
-    device = batches.attrs.get("provenance", {}).get("device", "")
+    prov = batches.attrs.get("provenance", {})
+    device = prov.get("device", "")
     latency = load_results(latency_path) if latency_path.exists() else None
     profile = measured_profile(latency, device) if latency is not None else None
     missing = ("no batch size 1 in the run" if not (batches["batch_size"] == 1).any() else
                f"no latency profile measured on {device} in {latency_path.name}" if profile is None else None)
     table = headroom(batches, profile) if missing is None else pd.DataFrame(columns=list(HEADROOM_COLUMNS))
-    inputs = {"batches_commit": batches.attrs.get("provenance", {}).get("git_commit"),
+    inputs = {"batches_commit": prov.get("git_commit"),
               "latency_commit": latency.attrs.get("provenance", {}).get("git_commit") if latency is not None else None}
     table.attrs["provenance"] = provenance(latency_from=latency_path.name, device_priced=device, missing=missing,
                                            **inputs)

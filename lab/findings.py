@@ -222,8 +222,7 @@ def _headroom(table: pd.DataFrame) -> str:
         raw = table[(table["batch_size"] == r.batch_size) & (table["method"] == r.method)]
         padded, ragged, modelled = (
             verdict(getattr(r, name), getattr(r, f"{name}_low"), getattr(r, f"{name}_high"), int(r.batches),
-                    "above plain batched greedy", "below plain batched greedy", raw["plain_s"] / raw[f"{name}_s"]
-                    if name != "modelled" else raw["modelled"], "batches")
+                    "above plain batched greedy", "below plain batched greedy", raw[name], "batches")
             for name in ("padded", "ragged", "modelled"))
         lines.append(f"- {r.method}, batch {int(r.batch_size)}: padded steps (as lade feeds a batch) {padded}; "
                      f"ragged steps (each row's own tokens) {ragged}; the same pricing of lade's measured steps "
