@@ -21,7 +21,6 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from lade.cost import LatencyProfile
@@ -29,7 +28,7 @@ from lade.cost import LatencyProfile
 from .batched import REFERENCE
 from .provenance import provenance
 from .results import load_results, report
-from .stats import interval
+from .stats import interval, ratio_of_sums
 
 HEADROOM_COLUMNS = {
     "prompt_set": "prompt set of the batch",
@@ -40,9 +39,10 @@ HEADROOM_COLUMNS = {
     "plain_s": "priced seconds of plain batched greedy's decode steps (B tokens each)",
     "padded_s": "priced seconds of the rows' alone steps fed together, padded to the widest row",
     "ragged_s": "priced seconds of the same steps fed ragged (the sum of the rows' tokens)",
+    "modelled_s": "priced seconds of the batch's own measured lade steps",
     "padded": "plain_s / padded_s: drafting as alone in padded batch steps, over plain batched greedy",
     "ragged": "plain_s / ragged_s: the same with ragged batch steps",
-    "modelled": "plain_s / the priced seconds of the batch's own measured lade steps",
+    "modelled": "plain_s / modelled_s",
     "measured": "the batch's measured lade speedup over plain batched greedy (prefill and host work included)",
 }
 
@@ -73,16 +73,12 @@ def headroom(batches: pd.DataFrame, latency: Callable[[float], float]) -> pd.Dat
                              f"run alone by {r.method}; include batch size 1 in the run")
         plain_s = priced(plain.loc[(r.prompt_set, r.batch_size, r.batch), "step_widths"])
         padded_s, ragged_s = replay(rows, latency)
+        modelled_s = priced(r.step_widths)
         out.append({"prompt_set": r.prompt_set, "batch_size": r.batch_size, "batch": r.batch, "rows": r.rows,
                     "method": r.method, "plain_s": plain_s, "padded_s": padded_s, "ragged_s": ragged_s,
-                    "padded": plain_s / padded_s, "ragged": plain_s / ragged_s,
-                    "modelled": plain_s / priced(r.step_widths), "measured": r.speedup})
+                    "modelled_s": modelled_s, "padded": plain_s / padded_s, "ragged": plain_s / ragged_s,
+                    "modelled": plain_s / modelled_s, "measured": r.speedup})
     return pd.DataFrame(out, columns=list(HEADROOM_COLUMNS))
-
-
-def ratio_of_totals(plain_s, other_s, axis: int = -1):
-    """sum(plain_s) / sum(other_s) along `axis` (paired per-batch arrays): the batches' total priced time ratio."""
-    return np.sum(plain_s, axis=axis) / np.sum(other_s, axis=axis)
 
 
 def summarize_headroom(table: pd.DataFrame) -> pd.DataFrame:
@@ -93,10 +89,10 @@ def summarize_headroom(table: pd.DataFrame) -> pd.DataFrame:
     for (size, method), part in table.groupby(["batch_size", "method"], sort=True):
         row = {"batch_size": size, "method": method, "batches": len(part), "measured": part["measured"].median()}
         plain = part["plain_s"].to_numpy(float)
-        for name, column in (("padded", "padded_s"), ("ragged", "ragged_s"), ("modelled", None)):
-            other = part[column].to_numpy(float) if column else plain / part["modelled"].to_numpy(float)
-            low, high = interval(ratio_of_totals, [plain, other])
-            row |= {name: float(ratio_of_totals(plain, other)), f"{name}_low": low, f"{name}_high": high}
+        for name in ("padded", "ragged", "modelled"):
+            other = part[f"{name}_s"].to_numpy(float)
+            low, high = interval(ratio_of_sums, [plain, other])
+            row |= {name: float(ratio_of_sums(plain, other)), f"{name}_low": low, f"{name}_high": high}
         out.append(row)
     return pd.DataFrame(out)
 

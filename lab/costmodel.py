@@ -22,7 +22,8 @@ work outside the forward.
 
 A batch of B rows, each feeding q tokens, reads the weights once but B KV caches and does B times the FLOPs (GEMM
 efficiency then follows the B x q rows fed): plain batched decoding gains from B while lookahead's wider steps turn
-compute-bound sooner. `batch_speedup` prices lookahead against plain decoding at the same B.
+compute-bound sooner. `batch_speedup` prices lookahead against plain decoding at the same B, by the batch's slowest
+row (a static batch ends with it).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from lade.cost import step_latency
+from lade.handover import slowest_row
 
 from .paths import GPUS_CSV, published
 
@@ -168,12 +170,14 @@ def speedup(compression: float, lat, step_tokens: float, single_share: float, ho
 
 def batch_speedup(s: Shape, g: Gpu, p: LatencyParams, batch: int, compression: float, step_tokens: float,
                   single_share: float, context: float = CONTEXT) -> float:
-    """Throughput of lookahead over plain batched decoding at `batch` rows, every row drafting with the same step mix
-    (tokens per row and step, share of one-token steps) and compression: `speedup` with both steps priced at that
+    """Throughput of lookahead over plain batched decoding at `batch` rows of a static batch, which ends with its
+    slowest row: `speedup` with that row's compression and share of one-token steps (lade.handover.slowest_row, from
+    the config's mean row: compression, tokens per row and step, share of one-token steps), both steps priced at that
     batch, and the host work per step growing with the rows (host_s per row: drafting and verification run per row).
     At batch 1 this is `speedup` of the single-sequence latency."""
     lat = lambda q: latency(s, g, p, q, context, batch)  # noqa: E731
-    return speedup(compression, lat, step_tokens, single_share, batch * p.host_s)
+    slowest, single = slowest_row(compression, single_share, batch)
+    return speedup(slowest, lat, step_tokens, single, batch * p.host_s)
 
 
 def fits(s: Shape, g: Gpu, n_gpus: int = 1) -> bool:

@@ -237,8 +237,8 @@ def _batch_predictions(curve: pd.DataFrame, model: str, task: str) -> str:
     if part.empty:
         return f"No cost-model prediction for {model} ({task}): its weights fit no GPU class of the predictions."
     sizes = sorted(part["batch_size"].unique())
-    lines = [f"Cost model (notebook 04's calibration; {model}, {task}; every row drafting alike; 95% band from the "
-             "calibration error):"]
+    lines = [f"Cost model (notebook 04's calibration; {model}, {task}; each batch priced by its slowest row; 95% band "
+             "from the calibration error):"]
     for gpu, rows in part.groupby("gpu", sort=False):
         fixed = rows[rows["choice"] == "fixed"].set_index("batch_size")
         aware = rows[(rows["choice"] == "batch-aware") & (rows["config"] != "plain")]

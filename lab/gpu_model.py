@@ -166,7 +166,7 @@ def predict_batches(fit: cal.Fit, sigma: Mapping[str, float], predictions: pd.Da
                     context: float = cm.CONTEXT) -> pd.DataFrame:
     """Predicted throughput of lookahead over plain batched decoding at each batch size, per GPU class, model and task
     where the weights fit (columns BATCH_PREDICTION_COLUMNS), from notebook 04's predictions (each config's
-    compression and step mix, `predict_grid`), every row of a batch drafting alike (costmodel.batch_speedup). Two
+    compression and step mix, `predict_grid`), each batch priced by its slowest row (costmodel.batch_speedup). Two
     choices per batch size: "fixed", the config that is fastest at batch 1 kept at every batch size; "batch-aware",
     the fastest config at that batch size, or plain decoding (1x) where none is predicted to gain."""
     rows = []

@@ -26,9 +26,14 @@ SEED = 0
 KEYS = ("prompt_set", "method")  # one summary row per key
 
 
+def ratio_of_sums(numerator, denominator, axis: int = -1):
+    """sum(numerator) / sum(denominator) along `axis` (paired arrays, e.g. per-batch priced times)."""
+    return np.sum(numerator, axis=axis) / np.sum(denominator, axis=axis)
+
+
 def compression(new_tokens, forward_calls, axis: int = -1):
     """sum(new_tokens) / sum(forward_calls) along `axis` (arrays of per-prompt counts)."""
-    return np.sum(new_tokens, axis=axis) / np.sum(forward_calls, axis=axis)
+    return ratio_of_sums(new_tokens, forward_calls, axis)
 
 
 def speedup(ref_tokens, ref_wall, tokens, wall, axis: int = -1):

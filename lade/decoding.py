@@ -103,7 +103,7 @@ def lookahead_generate(
         multi = functools.cache(lambda: rows_latency(model, n, lookahead_latency))  # [n, q] steps, loaded once
         latency = _drafting_latency(model, config, requested, lookahead_latency, multi if beams else None)
         plain = task is not None and lookahead_strategy is None and n > 1 and not beams and \
-            not drafts_can_pay(multi(), n)
+            not drafts_can_pay(multi(), n, task)
     check_corpus_draft(corpus, config)
     if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
         if streamer is not None and not prompt_streamed:

@@ -1,22 +1,23 @@
 """When "auto" hands a whole call to plain decoding: a batch where no draft is priced to pay.
 
 A step of R rows feeding q tokens each costs what the device takes for an [R, q] step: a batch's spare compute is
-shared by its rows, so drafting is dearer than for one sequence. Before any forward, "auto" with R > 1 rows asks the
-model's latency profile of R-row steps whether drafting can pay at all: whether a step feeding every row one good
-draft token (accepted with probability GOOD_DRAFT) beats transformers' plain batched step by MIN_SPEEDUP, counting
-each row's drafting host work (HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S). Where it can,
-lade's loop runs and sizes every step for the batch (lade/drafters/allocation.py: drafts only where they pay, plain
-batched steps otherwise, resting from planning while nothing pays); where even that draft cannot pay, no step would
-draft and the call runs through transformers' own loop (`_sample`, what `model.generate` runs), its steps writing
-their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands over: its plain steps take the
-model's plain decoding path, and its adaptive drafts are sized step by step. Beam search never hands over either: its
-own loop prices every step (lade.beams.BeamPricing), and its undrafted steps cost no more than transformers' beam
-steps, which copy every beam's whole cache twice per step (lade.beams).
+shared by its rows, so drafting is dearer than for one sequence. And a static batch ends with its slowest row: its
+forwards are that row's steps, however far the others got. Before any forward, "auto" with R > 1 rows asks whether
+drafting can pay at all: the task's compression prior (lade.cost.predict), as the batch's slowest row would see it
+(`slowest_row_prior`), priced by the model's latency profile of R-row steps, counting each row's drafting host work
+(HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S), must beat transformers' plain batched step by
+MIN_SPEEDUP with some config. Where it can, lade's loop runs and sizes every step for the batch
+(lade/drafters/allocation.py: drafts only where they pay, plain batched steps otherwise, resting from planning while
+nothing pays); where it cannot, the call runs through transformers' own loop (`_sample`, what `model.generate`
+runs), its steps writing their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands
+over: its plain steps take the model's plain decoding path, and its adaptive drafts are sized step by step. Beam
+search never hands over either: its own loop prices every step (lade.beams.BeamPricing), and its undrafted steps
+cost no more than transformers' beam steps, which copy every beam's whole cache twice per step (lade.beams).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 
 import torch
@@ -24,10 +25,9 @@ from transformers import GenerationConfig
 
 from .cache import slotted
 from .compat import CACHE_KWARG, eos_token_tensor
-from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile
+from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile, predict
+from .cost_prior import PRIOR
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
-
-GOOD_DRAFT = 0.4  # acceptance of the draft token a batch's rule prices (a good first draft token on chat)
 
 
 def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> Callable[[float], float]:
@@ -39,15 +39,36 @@ def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> 
     return latency_profile(model, rows=rows)
 
 
-def drafts_can_pay(rows_model: Callable[[float], float], rows: int) -> bool:
-    """Whether drafting can pay at batch steps of `rows` rows (always True for one row), priced by rows_model (q ->
-    seconds of a step of `rows` rows feeding q tokens each: `rows_latency`): a step feeding every row its last token
-    and one draft token accepted with probability GOOD_DRAFT, plus each row's host work (`host_seconds`), against
-    transformers' plain batched step."""
-    if rows <= 1:
-        return True
-    drafting = (1 + GOOD_DRAFT) / (rows_model(2) + host_seconds(rows))  # tokens per row and second
-    return drafting >= MIN_SPEEDUP / rows_model(1)
+def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str = "mixed") -> bool:
+    """Whether drafting can pay at batch steps of `rows` rows (always True for one row): `batch_speedup` reaches
+    MIN_SPEEDUP."""
+    return rows <= 1 or batch_speedup(rows_model, rows, task) >= MIN_SPEEDUP
+
+
+def batch_speedup(rows_model: Callable[[float], float], rows: int, task: str = "mixed") -> float:
+    """Predicted speedup of a static batch of `rows` rows drafting over transformers' plain batched steps, with the
+    best config of the task's compression prior as its slowest row sees it (`slowest_row_prior`), priced by rows_model
+    (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`) plus every row's host work
+    (`host_seconds`)."""
+    return predict(rows_model, task, host_seconds(rows), slowest_row_prior(rows))[0].speedup
+
+
+def slowest_row_prior(rows: int, prior: Mapping = PRIOR) -> dict:
+    """The compression prior (lade.cost_prior.PRIOR's layout) of the slowest of `rows` rows in one batch
+    (`slowest_row`), each config feeding as many tokens per row and step on average."""
+    def slowest(c: float, tokens: float, single: float) -> tuple[float, float, float]:
+        c, single = slowest_row(c, single, rows)
+        return c, tokens, single
+
+    return {task: {key: slowest(*entry) for key, entry in table.items()} for task, table in prior.items()}
+
+
+def slowest_row(compression: float, single_share: float, rows: int) -> tuple[float, float]:
+    """(compression, share of one-token steps) of the slowest of `rows` rows decoding with a config whose rows
+    compress `compression` on average: its rows spread evenly from 1 (no draft accepted) to 2c - 1, so the slowest of
+    R keeps 2 / (R + 1) of the mean's gain (the expected least of R uniform draws); a batch step feeds one token per
+    row only where every row would (rows independent: single_share ** R)."""
+    return 1 + 2 * (compression - 1) / (rows + 1), single_share**rows
 
 
 def host_seconds(rows: int) -> float:

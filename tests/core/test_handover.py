@@ -10,8 +10,9 @@ import lade
 from lade.beams import EXPLORE
 from lade.cache import SlotLayer
 from lade.compat import CACHE_KWARG
-from lade.cost import MIN_SPEEDUP, device_key, latency_profile, profile_path
-from lade.handover import GOOD_DRAFT, drafts_can_pay, host_seconds, rows_latency
+from lade.cost import MIN_SPEEDUP, device_key, latency_profile, prior_table, profile_path
+from lade.cost_prior import PRIOR
+from lade.handover import batch_speedup, drafts_can_pay, host_seconds, rows_latency, slowest_row_prior
 from tiny_models import COMMON, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -40,17 +41,27 @@ def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
     assert not drafts_can_pay(rows_latency(model, 4, STEEP), 4)
 
 
-def test_a_batch_drafts_where_one_good_draft_token_per_row_pays_for_the_wider_step():
-    """A step of R rows feeding two tokens each, the second accepted with probability GOOD_DRAFT, with R rows' host
-    work (drafting, and lade's loop beyond transformers'), must beat transformers' plain batched step by MIN_SPEEDUP:
-    (1 + GOOD_DRAFT) / (latency(2) + host_seconds(R)) >= MIN_SPEEDUP / latency(1)."""
-    def two_point(second: float):
-        return lambda q: {1: 1.0, 2: second}[q]
+def test_a_batch_is_priced_by_its_slowest_row():
+    """The slowest of R rows keeps 2 / (R + 1) of a config's mean compression gain (the least of R rows spread evenly
+    from 1 to 2c - 1), feeds one token per row only where all R rows would, and as many tokens per row."""
+    for rows in (1, 3, 8):  # one row is its own slowest
+        slowest = slowest_row_prior(rows)
+        for task, table in PRIOR.items():
+            for key, (c, tokens, single) in table.items():
+                assert slowest[task][key] == pytest.approx((1 + 2 * (c - 1) / (rows + 1), tokens, single**rows))
 
-    bound = (1 + GOOD_DRAFT) / MIN_SPEEDUP - host_seconds(4)  # the dearest two-token step four rows may draft at
-    assert drafts_can_pay(two_point(bound - 0.01), 4)
-    assert not drafts_can_pay(two_point(bound + 0.01), 4)
-    assert drafts_can_pay(two_point(10.0), 1)  # one sequence sizes its own steps
+
+def test_a_batch_drafts_where_its_slowest_row_pays_for_the_wider_step():
+    """With steps that cost the same at every width, the batch's speedup is the best config's slowest-row compression
+    over the step plus R rows' host work (drafting, and lade's loop beyond transformers'); it falls with the rows."""
+    flat = lambda q: 1.0  # noqa: E731
+    for rows in (2, 4, 16):
+        best = max(1 + 2 * (c - 1) / (rows + 1) for c, _, _ in prior_table("code").values())
+        assert batch_speedup(flat, rows, "code") == pytest.approx(best / (1 + host_seconds(rows)))
+        assert drafts_can_pay(flat, rows, "code") == (best / (1 + host_seconds(rows)) >= MIN_SPEEDUP)
+    assert batch_speedup(flat, 2, "code") > batch_speedup(flat, 4, "code") > batch_speedup(flat, 16, "code")
+    assert batch_speedup(flat, 4, "code") > batch_speedup(flat, 4, "chat")
+    assert drafts_can_pay(lambda q: 1e9 * q, 1)  # one sequence sizes its own steps
 
 
 @pytest.mark.parametrize("eos", [None, 7])
