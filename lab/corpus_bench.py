@@ -8,9 +8,10 @@ Two workloads, each paired with greedy on the same prompts:
   prompt holding the first turn and the model's greedy answer; the corpus holds every conversation's first turn
   (prompt and answer), as a server that kept its earlier requests would.
 
-The corpora are filled once per task by decoding the earlier requests (lade auto learning into a growing corpus;
-its outputs equal greedy's), then frozen copies are measured, so a measured call never learns from itself or from
-another measured prompt. Rows: lab.bench's ROW_COLUMNS plus CORPUS_COLUMNS.
+The earlier requests are decoded once per task by plain batched greedy (`served`: the tokens lade would return, being
+exact, in a fraction of the time), then each corpus learns them in order (`FrozenCorpus.of`, measuring its drafts on
+each) and is frozen, so a measured call never learns from itself or from another measured prompt.
+Rows: lab.bench's ROW_COLUMNS plus CORPUS_COLUMNS.
 """
 
 from __future__ import annotations
