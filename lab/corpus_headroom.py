@@ -32,7 +32,7 @@ from .results import report
 from .stats import interval, ratio_of_sums
 
 TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")  # notebook 10's Spec-Bench tasks
-ANCHORS = (1, 2, 3, 4)
+MATCHES = (1, 2, 3, 4)  # anchors tried: tokens a copied continuation follows
 DEPTH = 8  # tokens a step copies at most (lade's planned trees are rarely deeper)
 HEADROOM_COLUMNS = {
     "task": "Spec-Bench task",
@@ -76,7 +76,7 @@ def oracle_steps(tokens: Sequence[int], start: int, anchor: int, depth: int,
 
 
 def headroom_rows(task: str, requests: Sequence[tuple[Sequence[int], int]], ids: Sequence[str], size: int,
-                  anchors: Iterable[int] = ANCHORS, depth: int = DEPTH) -> list[dict]:
+                  anchors: Iterable[int] = MATCHES, depth: int = DEPTH) -> list[dict]:
     """requests: (tokens, prompt length) of the task's questions in order; the first len(ids) (their prompt ids) are
     measured against a corpus of the next `size` (HEADROOM_COLUMNS)."""
     anchors, n_prompts = list(anchors), len(ids)
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated Spec-Bench tasks")
     parser.add_argument("--n-prompts", type=int, default=10, help="measured questions per task (the first ones)")
     parser.add_argument("--size", type=int, default=50, help="the task's next questions in the corpus")
-    parser.add_argument("--anchors", default=",".join(map(str, ANCHORS)), help="comma-separated match lengths")
+    parser.add_argument("--anchors", default=",".join(map(str, MATCHES)), help="comma-separated match lengths")
     parser.add_argument("--depth", type=int, default=DEPTH)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
