@@ -1,4 +1,4 @@
-"""The most a corpus of earlier requests can add: oracle copiers on notebook 10's Spec-Bench workload.
+"""What a corpus of earlier requests offers: oracle copiers on notebook 10's Spec-Bench workload.
 
 An oracle copier knows the output. At each step it accepts the longest continuation (at most `depth` tokens) of the
 output's last `anchor` tokens that occurs in its text and that the output follows, then one token more (the
@@ -9,7 +9,8 @@ drafters that draw on the model (recycling, the Jacobi window).
 For each measured question (a task's first `n_prompts`, decoded by greedy), two texts:
 - own: the request's own earlier tokens (its prompt and its output so far), which retrieval copies from;
 - own+corpus: those and the prompts and outputs of the task's next `size` questions, as notebook 10's corpus holds.
-`gain` = steps(own) / steps(own+corpus) over the same output: the most a corpus raises a copier's compression.
+`gain` = steps(own) / steps(own+corpus) over the same output: how far a corpus raises the oracle's compression (the
+headroom a corpus offers; a real drafter reaches neither oracle).
 Compare with lade's compression with and without a corpus on the same questions (notebook 10, corpus-target spec).
 
     python -m lab.corpus_headroom --n-prompts 10 --size 50 --threads 2 \
