@@ -89,14 +89,19 @@ def served(model, prompts: Sequence[EncodedPrompt], max_new_tokens: int, pad_tok
     return requests
 
 
+def task_requests(model, tokenizer, name: str, start: int, stop: int, max_new_tokens: int,
+                  prompt_format: str) -> list[tuple[list[int], int]]:
+    """Questions start .. stop of the prompt set `name` as a corpus learns them (`served`)."""
+    prompts = [encode_prompt(tokenizer, p, name, prompt_format) for p in load_prompts(name)["prompt"][start:stop]]
+    return served(model, prompts, max_new_tokens, _pad(tokenizer))
+
+
 def spec_bench_rows(model, tokenizer, task: str, sizes: Sequence[int], n_prompts: int, max_new_tokens: int,
                     prompt_format: str) -> pd.DataFrame:
     """One task: its first n_prompts questions measured with greedy, lade auto and lade auto with a corpus of each
     size in `sizes` (clipped to the task's other questions; 0 is lade auto alone)."""
     name = f"spec_bench:{task}"
-    data = load_prompts(name)
-    other = [encode_prompt(tokenizer, p, name, prompt_format) for p in data["prompt"][n_prompts:n_prompts + max(sizes)]]
-    requests = served(model, other, max_new_tokens, _pad(tokenizer))
+    requests = task_requests(model, tokenizer, name, n_prompts, n_prompts + max(sizes), max_new_tokens, prompt_format)
     counts = sorted({min(size, len(requests)) for size in sizes})
     methods = [corpus_method(FrozenCorpus.of(requests[:k]) if k else None, k) for k in counts]
     rows = bench.run_benchmark(model, tokenizer, [name], methods, max_new_tokens, n_prompts, progress=False,

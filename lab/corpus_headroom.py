@@ -25,14 +25,13 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 import torch
 
-from .corpus_bench import _pad, served
+from .corpus_bench import task_requests
 from .models import load_model
-from .prompts import encode_prompt, load_prompts
+from .prompts import SPEC_BENCH_TASKS, load_prompts
 from .provenance import model_record, provenance
 from .results import report
 from .stats import interval, ratio_of_sums
 
-TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")  # notebook 10's Spec-Bench tasks
 MATCHES = (1, 2, 3, 4)  # anchors tried: tokens a copied continuation follows
 DEPTH = 8  # tokens a step copies at most (lade's planned trees are rarely deeper)
 HEADROOM_COLUMNS = {
@@ -111,17 +110,16 @@ def summarize_headroom(table: pd.DataFrame) -> pd.DataFrame:
 
 def run_headroom(model, tokenizer, tasks: Sequence[str], n_prompts: int, size: int, anchors: Sequence[int],
                  depth: int, max_new_tokens: int, prompt_format: str = "auto") -> pd.DataFrame:
-    """Each task's first n_prompts + size questions decoded by greedy (lab.corpus_bench.served), then
+    """Each task's first n_prompts + size questions decoded by greedy (lab.corpus_bench.task_requests), then
     `headroom_rows`; provenance in attrs."""
     rows = []
     for task in tasks:
         name = f"spec_bench:{task}"
-        data = load_prompts(name)
-        if len(data) <= n_prompts:
-            raise ValueError(f"{name} has {len(data)} questions: set n_prompts below that, leaving some for a corpus")
-        prompts = [encode_prompt(tokenizer, p, name, prompt_format) for p in data["prompt"][:n_prompts + size]]
-        rows += headroom_rows(task, served(model, prompts, max_new_tokens, _pad(tokenizer)),
-                              [str(i) for i in data["id"][:n_prompts]], size, anchors, depth)
+        ids = [str(i) for i in load_prompts(name)["id"]]
+        if len(ids) <= n_prompts:
+            raise ValueError(f"{name} has {len(ids)} questions: set n_prompts below that, leaving some for a corpus")
+        requests = task_requests(model, tokenizer, name, 0, n_prompts + size, max_new_tokens, prompt_format)
+        rows += headroom_rows(task, requests, ids[:n_prompts], size, anchors, depth)
     table = pd.DataFrame(rows, columns=list(HEADROOM_COLUMNS))
     table.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), **model_record(model), tasks=list(tasks),
@@ -133,7 +131,7 @@ def run_headroom(model, tokenizer, tasks: Sequence[str], n_prompts: int, size: i
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(prog="python -m lab.corpus_headroom", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="embedded", help="'embedded', a local model folder or a Hub id")
-    parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated Spec-Bench tasks")
+    parser.add_argument("--tasks", default=",".join(SPEC_BENCH_TASKS), help="comma-separated Spec-Bench tasks")
     parser.add_argument("--n-prompts", type=int, default=10, help="measured questions per task (the first ones)")
     parser.add_argument("--size", type=int, default=50, help="the task's next questions in the corpus")
     parser.add_argument("--anchors", default=",".join(map(str, MATCHES)), help="comma-separated match lengths")
