@@ -136,7 +136,7 @@ def _generate(model, method: Method, ids: torch.Tensor, mask: torch.Tensor, gen_
         else:
             extra = {"lookahead_latency": latency} if latency is not None and _plans(method) else {}
             out, _ = lade_generate(model, ids, method.lookahead, attention_mask=mask, return_stats=True,
-                                   return_dict_in_generate=True, **gen_kwargs, **extra)
+                                   return_dict_in_generate=True, **gen_kwargs, **method.generate_kwargs, **extra)
             stats = out.row_stats or [out.lookahead_stats]  # one unpadded row decodes as a single sequence
             out = out.sequences
         synchronize(model.device)
