@@ -94,9 +94,9 @@ class FlatCall(ModelCall):
         mask = self.attention.step_mask(batch, past, cache_visible, self.model.dtype)  # [B, 1, Q, past + Q]
         layers = list(self_attention_cache(self.cache).layers)
         token = _LAYOUT.set((rows, width, index))
+        for layer in layers:  # the step's keys and values reach the cache in the padded layout
+            layer.update = _padding_update(layer.update)
         try:
-            for layer in layers:  # the step's keys and values reach the cache in the padded layout
-                layer.update = _padding_update(layer.update)
             with overriding([(config, ATTN_IMPLEMENTATION, FLAT) for config in self.attention._configs]):
                 out = self.model(input_ids=batch.input_ids.reshape(-1)[index][None],
                                  position_ids=batch.position_ids(first_positions).reshape(-1)[index][None],
