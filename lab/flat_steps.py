@@ -12,7 +12,7 @@ lade feeds the B rows of a batch step as [B, Q], each row padded to the widest r
   lag): a static batch ends with its slowest row, so the nodes of rows ahead buy little.
 Everything else is lade's loop; lab.batched compares every row token for token with plain batched greedy.
 
-    python -m lab.flat_steps --batch-sizes 4 --n 16 --config merged/24/adaptive --lag 2 --threads 2 \
+    python -m lab.flat_steps --batch-sizes 2,4 --n 12 --config merged/24/adaptive --lag 2 --threads 2 \
         --out data/results/bench/flat_steps_cpu.jsonl
 """
 
