@@ -20,6 +20,7 @@ from .drafters import drafter_names, registered
 from .quantization import check_quantized_model
 from .rope import check_batch as check_batch_rope
 from .verify import check_processors
+from .vocabulary import input_vocab
 from .windows import check_window
 
 TOKEN_DTYPES = (torch.long, torch.int32)  # what an embedding takes as indices
@@ -121,7 +122,7 @@ def check_token_ids(model, ids: torch.Tensor, name: str = "input_ids") -> None:
     if ids.dtype not in TOKEN_DTYPES:
         raise ValueError(f"{name} must hold integer token ids as torch.long (or torch.int32, what an embedding takes), "
                          f"got dtype {ids.dtype}: convert them with {name}.long()")
-    vocab = model.get_input_embeddings().num_embeddings
+    vocab = input_vocab(model)
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab:
         raise ValueError(f"{name} holds ids in [{low}, {high}], outside the model's vocabulary [0, {vocab}): tokenize "
