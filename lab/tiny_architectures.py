@@ -2,8 +2,9 @@
 with small dimensions (as transformers' own model testers size theirs), for lab.architecture_sweep.
 
 A type is listed from transformers' auto mappings (causal LM, causal image modeling, seq2seq LM, image-text-to-text,
-multimodal LM, text to waveform or spectrogram); its model class is the first of those that names it. Building it can fail (a package it needs is
-missing, its config cannot be made small this way): `build` raises NotBuildable with the reason.
+multimodal LM, text to waveform or spectrogram); its model class is the first of those that names it. Building it
+can fail (a package it needs is missing, its config cannot be made small this way): `build` raises NotBuildable with
+the reason.
 """
 
 from __future__ import annotations
