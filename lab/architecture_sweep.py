@@ -119,10 +119,10 @@ def sweep_type(model_type: str, class_name: str) -> list[dict]:
         model = build(model_type, class_name)
     except NotBuildable as error:
         return [dict(base, case="build", status="not buildable", detail=str(error))]
-    ids = prompt(prompt_vocab(model))
-    kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0,
-                  attention_mask=torch.ones_like(ids))
     try:
+        ids = prompt(prompt_vocab(model))
+        kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0,
+                      attention_mask=torch.ones_like(ids))
         with torch.inference_mode():
             plain = dict(greedy=model.generate(ids, return_dict_in_generate=True, output_logits=True, **kwargs),
                          beams=model.generate(ids, num_beams=3, **kwargs))

@@ -60,6 +60,9 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
     fields.pop("head_dim", None) if isinstance(getattr(type(config), "head_dim", None), property) else None
     if config.model_type == "gpt_neo":  # its attention_types list must cover num_layers
         fields["attention_types"] = [[["global", "local"], LAYERS // 2]]
+        fields["attention_layers"] = ["global", "local"] * (LAYERS // 2)
+    if config.is_encoder_decoder:
+        fields["decoder_start_token_id"] = 0
     for key in getattr(config, "sub_configs", {}):
         sub = getattr(config, key, None)
         if isinstance(sub, PretrainedConfig):

@@ -30,6 +30,10 @@ ALIBI_MODEL_TYPES = {"bloom", "mpt"}  # ALiBi without an `alibi` config flag
 POSITIONS_REFUSED = {  # model type -> why its forward cannot place a step's tokens at their logical positions
     "imagegpt": "ImageGPTModel.forward flattens the attention mask to 2-D, where lade's 4-D tree mask cannot reach "
                 "its attention",
+    "openai-gpt": "OpenAIGPTModel.forward takes only a 2-D padding mask, which it expands itself, so lade's 4-D "
+                  "tree mask cannot reach its attention",
+    "xlm": "XLMModel.forward builds its own causal mask from a 2-D padding mask (get_masks), so lade's 4-D tree mask "
+           "cannot reach its attention",
     "kosmos-2.5": "its generate drops position_ids and its text model recomputes positions from padding_idx and the "
                   "token ids",
 }

@@ -1,7 +1,7 @@
 """Families whose attention, positions or configs need care, each decoded exactly (equal to plain generate) or
 refused before any forward naming why: attention windows (GPT-Neo's local layers, Mistral's sliding window), models
-that cannot place a step's tokens (ImageGPT, Kosmos-2.5), and "auto" on composite models, whose text sizes live in
-their text config (Llava, PaliGemma) or whose position table is short (Bark)."""
+that cannot place a step's tokens (ImageGPT, Kosmos-2.5, OpenAI-GPT, XLM), and "auto" on composite models, whose
+text sizes live in their text config (Llava, PaliGemma) or whose position table is short (Bark)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,16 @@ def kosmos_2_5():
                  transformers.Kosmos2_5Config(text_config=text, vision_config=vision, latent_query_num=4))
 
 
+def openai_gpt():
+    return built(transformers.OpenAIGPTLMHeadModel, transformers.OpenAIGPTConfig(
+        vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=512))
+
+
+def xlm():
+    return built(transformers.XLMWithLMHeadModel, transformers.XLMConfig(
+        vocab_size=99, emb_dim=32, n_layers=2, n_heads=4, causal=True))
+
+
 def forwards(model) -> list[int]:
     """A counter of the model's forwards, hooked on the model."""
     count = [0]
@@ -121,7 +131,9 @@ def test_mistral_below_its_sliding_window_is_exact(beams):
 
 
 @pytest.mark.parametrize("model, words", [(imagegpt, "'imagegpt'.*flattens the attention mask"),
-                                          (kosmos_2_5, "'kosmos-2.5'.*drops position_ids")])
+                                          (kosmos_2_5, "'kosmos-2.5'.*drops position_ids"),
+                                          (openai_gpt, "'openai-gpt'.*only a 2-D padding mask"),
+                                          (xlm, "'xlm'.*own causal mask")])
 def test_models_that_cannot_place_a_steps_tokens_are_refused(model, words):
     model = model()
     count = forwards(model)
