@@ -34,6 +34,7 @@ SIZES = {  # config field -> tiny value, set wherever a config (or one of its su
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), 4),
     "num_experts_per_tok": 2, "first_k_dense_replace": 1, "vocab_size": 99, "rotary_dim": 4,
 }
+KEEP_SUB_CONFIGS = {"codec_config"}  # audio codecs whose convolutions need their own sizes (CSM's Mimi)
 SPECIAL_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 0}
 
 
@@ -65,7 +66,7 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         fields["decoder_start_token_id"] = 0
     for key in getattr(config, "sub_configs", {}):
         sub = getattr(config, key, None)
-        if isinstance(sub, PretrainedConfig):
+        if isinstance(sub, PretrainedConfig) and key not in KEEP_SUB_CONFIGS:
             fields[key] = tiny_config(sub)
     layer_types = getattr(config, "layer_types", None)
     if isinstance(layer_types, list) and layer_types:

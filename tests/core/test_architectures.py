@@ -148,3 +148,31 @@ def test_auto_profiles_a_composite_or_short_model_through_its_text_config(model,
     block_size of 64 here), and decodes exactly."""
     monkeypatch.setenv("LADE_CACHE", str(tmp_path))
     assert_exact(model(), "auto")
+
+
+def fsmt():
+    return built(transformers.FSMTForConditionalGeneration, transformers.FSMTConfig(
+        src_vocab_size=99, tgt_vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, encoder_attention_heads=4, decoder_attention_heads=4, num_beams=1))
+
+
+def dia():
+    small = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=8)
+    decoder = dict(small, cross_num_attention_heads=4, cross_head_dim=8, cross_num_key_value_heads=4,
+                   cross_hidden_size=32, vocab_size=40, num_channels=2, pad_token_id=37, eos_token_id=36,
+                   bos_token_id=38)
+    return built(transformers.DiaForConditionalGeneration,
+                 transformers.DiaConfig(encoder_config=dict(small, vocab_size=99), decoder_config=decoder,
+                                         delay_pattern=[0, 1]))
+
+
+def test_heads_and_embeddings_that_are_not_plain_tables_are_sized_from_the_text_config():
+    """FSMT's head is an embedding module, Dia names no input embedding: the vocabulary sizes still resolve, and an
+    FSMT call is refused for its missing position adapter (not a crash in the head's look-up)."""
+    from lade.vocabulary import input_vocab, logits_width
+
+    assert (input_vocab(fsmt()), logits_width(fsmt())) == (99, 99)
+    assert input_vocab(dia()) == dia().config.get_text_config(decoder=True).vocab_size
+    with pytest.raises(ValueError, match="'fsmt' has no lade position adapter"):
+        lade.generate(fsmt(), prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
