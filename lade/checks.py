@@ -34,6 +34,8 @@ POSITIONS_REFUSED = {  # model type -> why its forward cannot place a step's tok
                   "tree mask cannot reach its attention",
     "xlm": "XLMModel.forward builds its own causal mask from a 2-D padding mask (get_masks), so lade's 4-D tree mask "
            "cannot reach its attention",
+    "blt": "BLT groups its bytes into patches inside each forward (entropy patching of the forward's own input), so "
+           "a step's drafts would be patched unlike plain decoding's one token per forward",
     "kosmos-2.5": "its generate drops position_ids and its text model recomputes positions from padding_idx and the "
                   "token ids",
 }

@@ -1,6 +1,6 @@
 """Families whose attention, positions or configs need care, each decoded exactly (equal to plain generate) or
 refused before any forward naming why: attention windows (GPT-Neo's local layers, Mistral's sliding window), models
-that cannot place a step's tokens (ImageGPT, Kosmos-2.5, OpenAI-GPT, XLM), and "auto" on composite models, whose
+that cannot place a step's tokens (ImageGPT, Kosmos-2.5, OpenAI-GPT, XLM, BLT), and "auto" on composite models, whose
 text sizes live in their text config (Llava, PaliGemma) or whose position table is short (Bark)."""
 
 from __future__ import annotations
@@ -82,6 +82,15 @@ def openai_gpt():
 def xlm():
     return built(transformers.XLMWithLMHeadModel, transformers.XLMConfig(
         vocab_size=99, emb_dim=32, n_layers=2, n_heads=4, causal=True))
+
+
+def blt():
+    small = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+                 intermediate_size=64)
+    return built(transformers.BltForCausalLM, transformers.BltConfig(
+        vocab_size=260, encoder_hash_byte_group_vocab=50, patcher_config=dict(small, vocab_size=260),
+        encoder_config=dict(small, hidden_size_global=32, vocab_size=260),
+        decoder_config=dict(small, hidden_size_global=32, vocab_size=260), global_config=small))
 
 
 def forwards(model) -> list[int]:
@@ -176,3 +185,12 @@ def test_heads_and_embeddings_that_are_not_plain_tables_are_sized_from_the_text_
     assert input_vocab(dia()) == dia().config.get_text_config(decoder=True).vocab_size
     with pytest.raises(ValueError, match="'fsmt' has no lade position adapter"):
         lade.generate(fsmt(), prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
+
+
+def test_blt_is_refused_for_its_in_forward_patching():
+    """BLT patches each forward's own bytes, so a step's drafts would be patched unlike plain decoding's tokens
+    (transformers 5.24's generate cannot build BLT's cache at all, so the model check is called directly)."""
+    from lade.checks import check_model
+
+    with pytest.raises(ValueError, match="'blt'.*patches inside each forward.*plain generate"):
+        check_model(blt())
