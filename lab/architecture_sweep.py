@@ -14,11 +14,13 @@ transformers ships (lab.tiny_architectures), each case classified
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -139,16 +141,18 @@ def _sweep_one(item: tuple[str, str]) -> list[dict]:
     return sweep_type(*item)
 
 
-def sweep(types: dict[str, str], jobs: int = 1) -> pd.DataFrame:
-    """Rows of every case of every type in `types` (model type -> class name), `jobs` types at a time."""
+def sweep(types: dict[str, str], jobs: int = 1, partial: Path | None = None) -> pd.DataFrame:
+    """Rows of every case of every type in `types` (model type -> class name), `jobs` types at a time; each type's
+    rows are also appended to `partial` (JSON lines) as it finishes, so an interrupted sweep can resume."""
     os.environ.setdefault("LADE_CACHE", tempfile.mkdtemp(prefix="lade-sweep-"))  # "auto" profiles stay out of the way
-    items = list(types.items())
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            found = list(pool.map(_sweep_one, items))
-    else:
-        found = [sweep_type(*item) for item in items]
-    return pd.DataFrame([row for rows in found for row in rows])
+    items, found = list(types.items()), []
+    with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
+        for rows in (pool.map(_sweep_one, items) if pool else map(lambda item: sweep_type(*item), items)):
+            found += rows
+            if partial is not None:
+                with partial.open("a") as out:
+                    out.writelines(json.dumps(row) + "\n" for row in rows)
+    return pd.DataFrame(found)
 
 
 def verdict(group: pd.DataFrame) -> tuple[str, str]:
@@ -221,15 +225,21 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(wanted) - set(types))
     if unknown:
         parser.error(f"not generative model types of this transformers: {', '.join(unknown)}")
+    partial = args.out.with_name(args.out.name + ".partial")  # rows of types swept so far, until the file is saved
     kept = load_results(args.out) if args.resume and args.out.exists() else pd.DataFrame()
+    if args.resume and partial.exists():
+        kept = pd.concat([kept, pd.read_json(partial, lines=True)], ignore_index=True)
+    elif partial.exists():
+        partial.unlink()
     done = set(kept.model_type) if len(kept) else set()
+    record = provenance(command=" ".join(["python -m lab.architecture_sweep", *(argv or sys.argv[1:])]),
+                        cases=list(CASES), new_tokens=NEW_TOKENS, near_tie=NEAR_TIE)  # the code that runs: as it starts
     start = time.perf_counter()
-    new = sweep({t: types[t] for t in wanted if t not in done}, args.jobs)
+    new = sweep({t: types[t] for t in wanted if t not in done}, args.jobs, partial)
     df = pd.concat([kept, new], ignore_index=True) if len(kept) else new
-    df.attrs = provenance(command=" ".join(["python -m lab.architecture_sweep", *(argv or sys.argv[1:])]),
-                          cases=list(CASES), new_tokens=NEW_TOKENS, near_tie=NEAR_TIE,
-                          seconds=round(time.perf_counter() - start, 1))
+    df.attrs = dict(record, params=dict(record["params"], seconds=round(time.perf_counter() - start, 1)))
     save_results(df.sort_values(["model_type", "case"], kind="stable"), args.out)
+    partial.unlink(missing_ok=True)
     if args.doc:
         args.doc.write_text(render_doc(args.out))
     bad = df[df.status.isin(PROBLEMS)]

@@ -68,9 +68,13 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         sub = getattr(config, key, None)
         if isinstance(sub, PretrainedConfig) and key not in KEEP_SUB_CONFIGS:
             fields[key] = tiny_config(sub)
-    layer_types = getattr(config, "layer_types", None)
-    if isinstance(layer_types, list) and layer_types:
-        fields["layer_types"] = [layer_types[i % len(layer_types)] for i in range(LAYERS)]
+    for key in [key for key in vars(config) if key.endswith("layer_types")]:  # one entry per layer
+        if isinstance(getattr(config, key), list) and getattr(config, key):
+            fields[key] = [getattr(config, key)[i % len(getattr(config, key))] for i in range(LAYERS)]
+    if "head_dim" in vars(config) and config.head_dim is None:
+        fields["head_dim"] = HEAD_DIM  # left None, some models (Ministral) fail rather than derive it
+    if "d_head" in vars(config):
+        fields["d_head"] = HIDDEN // HEADS
     values = {**config.to_dict(), **fields}
     values.pop("model_type", None)
     values.pop("transformers_version", None)
