@@ -151,7 +151,7 @@ def sweep(types: dict[str, str], jobs: int = 1, partial: Path | None = None) -> 
             found += rows
             if partial is not None:
                 with partial.open("a") as out:
-                    out.writelines(json.dumps(row) + "\n" for row in rows)
+                    out.writelines(json.dumps(row, default=str) + "\n" for row in rows)
     return pd.DataFrame(found)
 
 
@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"not generative model types of this transformers: {', '.join(unknown)}")
     partial = args.out.with_name(args.out.name + ".partial")  # rows of types swept so far, until the file is saved
+    partial.parent.mkdir(parents=True, exist_ok=True)
     kept = load_results(args.out) if args.resume and args.out.exists() else pd.DataFrame()
     if args.resume and partial.exists():
         kept = pd.concat([kept, pd.read_json(partial, lines=True)], ignore_index=True)
