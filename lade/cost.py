@@ -40,6 +40,7 @@ from .model_call import ModelCall
 from .tree import TokenTree
 from .user_cache import cache_dir
 from .vocabulary import input_vocab, position_limit
+from .windows import model_window
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 BATCH_QS = (1, 2, 3, 4, 6, 8, 12, 16)  # tokens per row and step measured for a batch (profiles with rows > 1)
@@ -168,9 +169,11 @@ def _measurement_call(model, generator: torch.Generator, rows: int = 1) -> Model
 
 
 def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int, ...], int]:
-    """(qs, context) that fit the model's position table: steps of at most half of it, context in the rest."""
+    """(qs, context) that fit the model's position table and attention window: steps of at most half of the
+    narrower, context in the rest."""
     config = model.config.get_text_config(decoder=True)
-    limit = position_limit(model) or getattr(config, "max_position_embeddings", None)
+    limit = min(filter(None, (position_limit(model) or getattr(config, "max_position_embeddings", None),
+                              model_window(model))), default=None)
     if not limit:
         return tuple(qs), context
     fitting = tuple(q for q in qs if q <= limit // 2) or (1,)

@@ -11,7 +11,7 @@ a rejected draft still needs; lade refuses such a call before any forward.
 from __future__ import annotations
 
 from transformers import GenerationConfig
-from transformers.cache_utils import Cache, DynamicSlidingWindowLayer
+from transformers.cache_utils import Cache, DynamicCache, DynamicSlidingWindowLayer
 
 from .cache import self_attention_cache
 
@@ -30,6 +30,15 @@ def attention_window(model, cache: Cache) -> int | None:
                if isinstance(layer, DynamicSlidingWindowLayer)]
     local = local_window(model.config.get_text_config(decoder=True))
     return min(windows + ([local] if local is not None else []), default=None)
+
+
+def model_window(model) -> int | None:
+    """The narrowest window of the cache generate builds for the model, less one (the positions a forward may hold
+    and still see every key), None for none; a measurement of the model stays within it."""
+    if model.config.is_encoder_decoder:
+        return None
+    window = attention_window(model, DynamicCache(config=model.config))
+    return None if window is None else window - 1
 
 
 def check_window(model, cache: Cache, gen: GenerationConfig, step_tokens: int) -> None:

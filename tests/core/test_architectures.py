@@ -151,10 +151,12 @@ def test_models_that_cannot_place_a_steps_tokens_are_refused(model, words):
     assert count[0] == 0
 
 
-@pytest.mark.parametrize("model", [llava, paligemma, bark], ids=["llava", "paligemma", "bark"])
+@pytest.mark.parametrize("model", [llava, paligemma, bark, lambda: mistral(window=128)],
+                         ids=["llava", "paligemma", "bark", "sliding window"])
 def test_auto_profiles_a_composite_or_short_model_through_its_text_config(model, tmp_path, monkeypatch):
     """"auto" measures the model with random ids of its text vocabulary, within its position table (Bark's
-    block_size of 64 here), and decodes exactly."""
+    block_size of 64 here) and attention window (128 here, under the measurement's usual context), and decodes
+    exactly."""
     monkeypatch.setenv("LADE_CACHE", str(tmp_path))
     assert_exact(model(), "auto")
 
