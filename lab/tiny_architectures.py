@@ -33,6 +33,8 @@ SIZES = {  # config field -> tiny value, set wherever a config (or one of its su
     "head_dim": HEAD_DIM, "moe_intermediate_size": FFN, "shared_expert_intermediate_size": FFN,
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), 4),
     "num_experts_per_tok": 2, "first_k_dense_replace": 1, "vocab_size": 99, "rotary_dim": 4,
+    **dict.fromkeys(("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), HEAD_DIM),  # multi-head latent attention
+    **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), 16), **dict.fromkeys(("n_group", "topk_group"), 1),
 }
 KEEP_SUB_CONFIGS = {"codec_config"}  # audio codecs whose convolutions need their own sizes (CSM's Mimi)
 SPECIAL_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 0}
@@ -69,10 +71,13 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         if isinstance(sub, PretrainedConfig) and key not in KEEP_SUB_CONFIGS:
             fields[key] = tiny_config(sub)
     for key in [key for key in vars(config) if key.endswith("layer_types")]:  # one entry per layer
-        if isinstance(getattr(config, key), list) and getattr(config, key):
-            fields[key] = [getattr(config, key)[i % len(getattr(config, key))] for i in range(LAYERS)]
+        kinds = getattr(config, key)
+        if isinstance(kinds, list) and kinds:  # every distinct kind first (hybrid models keep an attention layer)
+            fields[key] = (list(dict.fromkeys(kinds)) + kinds * LAYERS)[:LAYERS]
     if "head_dim" in vars(config) and config.head_dim is None:
         fields["head_dim"] = HEAD_DIM  # left None, some models (Ministral) fail rather than derive it
+    if "kv_lora_rank" in vars(config) and "num_key_value_heads" in fields:  # latent attention: a key head per query
+        fields["num_key_value_heads"] = HEADS
     if "d_head" in vars(config):
         fields["d_head"] = HIDDEN // HEADS
     values = {**config.to_dict(), **fields}
