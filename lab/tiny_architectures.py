@@ -9,8 +9,6 @@ the reason.
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 import transformers
 from transformers import CONFIG_MAPPING, PretrainedConfig
@@ -91,9 +89,6 @@ def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
     cls = getattr(transformers, class_name, None)
     if cls is None:
         raise NotBuildable(f"transformers exports no {class_name}")
-    for package in getattr(cls, "_required_packages", ()):
-        if importlib.util.find_spec(package) is None:
-            raise NotBuildable(f"needs the package {package!r}")
     try:
         config = tiny_config(CONFIG_MAPPING[model_type]())
         torch.manual_seed(seed)
@@ -101,8 +96,8 @@ def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
     except ImportError as error:
         raise NotBuildable(f"needs an extra package: {error}".splitlines()[0][:300]) from error
     except Exception as error:  # noqa: BLE001 - any failure to build is recorded with its reason
-        raise NotBuildable(f"cannot be built at tiny size: {type(error).__name__}: {error}".splitlines()[0][:300]) \
-            from error
+        cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise NotBuildable(f"cannot be built at tiny size: {type(error).__name__}: {cause}"[:300]) from error
     return model
 
 

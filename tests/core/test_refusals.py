@@ -129,6 +129,14 @@ def imagegpt():
         vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64)).eval()
 
 
+def deepseek_v32():
+    return transformers.DeepseekV32ForCausalLM(transformers.DeepseekV32Config(
+        vocab_size=96, hidden_size=32, intermediate_size=64, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+        kv_lora_rank=16, q_lora_rank=16, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+        mlp_layer_types=["dense", "sparse"])).eval()
+
+
 def blenderbot():
     config_ = BlenderbotSmallConfig(vocab_size=96, d_model=32, encoder_layers=1, decoder_layers=1,
                                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
@@ -311,6 +319,8 @@ CASES = [
          lambda: transformers.GPTNeoForCausalLM(transformers.GPTNeoConfig(
              vocab_size=96, hidden_size=32, num_layers=2, num_heads=4, window_size=4,
              attention_types=[[["global", "local"], 1]])).eval()),
+    Case("cache", "indexed (sparse attention)", decode(), ValueError, "'deepseek_v32' keeps an indexer key cache.*"
+         "plain generate", lambda: deepseek_v32()),
     Case("cache", "static", decode(cache_implementation="static"), ValueError, "DynamicCache"),
     Case("cache", "offloaded", decode(cache_implementation="offloaded"), ValueError,
          "cache_implementation='offloaded' is not supported: an offloaded cache"),
