@@ -36,6 +36,7 @@ from .model_call import ModelCall
 from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoderOutput, LookaheadStats
 from .rope import Positions
 from .tree import TokenTree
+from .vocabulary import logits_width
 
 # "auto" for beams: the draft under every beam, fed only in steps the latency model prices as paying (BeamPricing)
 AUTO_BEAMS = LookaheadConfig(window_size=0, ngram_size=4, guess_set_size=2, step_budget=8)
@@ -290,12 +291,6 @@ def _learn(run: BeamRun, replayed: int) -> None:
     running, k = run.search.running(), run.search.beams
     for r in range(running.shape[0]):
         run.pools[r // k].add_tail(running[r, run.pads[r] :], replayed)
-
-
-def logits_width(model) -> int:
-    """The vocabulary size of the model's logits."""
-    head = model.get_output_embeddings()
-    return head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
 
 
 def _cache_visibility(pads: list[int], past: int, device: torch.device) -> torch.Tensor | None:

@@ -7,7 +7,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers.cache_utils import (
+    Cache,
+    DynamicCache,
+    DynamicIndexedLayer,
+    DynamicLayer,
+    DynamicSlidingWindowLayer,
+    EncoderDecoderCache,
+)
 
 
 class UnsupportedCacheError(ValueError):
@@ -27,7 +34,8 @@ def self_attention_cache(cache: Cache) -> DynamicCache:
 
 
 def check_compactable(cache: Cache, model_type: str) -> None:
-    """Raise a clear error for caches whose entries cannot be moved (static, sliding-window, linear, quantized)."""
+    """Raise a clear error for caches whose entries cannot be moved (static, indexed, linear, quantized); sliding-window
+    layers are refused only where a call reaches their window (lade.windows)."""
     inner = self_attention_cache(cache)
     layers = getattr(inner, "layers", None)
     if not isinstance(inner, DynamicCache) or layers is None:
@@ -36,11 +44,19 @@ def check_compactable(cache: Cache, model_type: str) -> None:
             "do not pass cache_implementation= or a static cache to lookahead generation"
         )
     for layer in layers:
+        if type(layer) is DynamicSlidingWindowLayer:
+            continue  # exact below its window, which lade.windows.check_window keeps every call under
+        if type(layer) is DynamicIndexedLayer:
+            raise UnsupportedCacheError(
+                f"model type '{model_type}' keeps an indexer key cache for its sparse attention "
+                f"({type(layer).__name__}: DeepSeek-V3.2, GLM-MoE-DSA), whose top-k key selection "
+                "lade's tree steps and cache compaction do not follow; decode this model with plain generate"
+            )
         if type(layer) is not DynamicLayer:
             raise UnsupportedCacheError(
-                f"model type '{model_type}' uses {type(layer).__name__} cache layers (sliding-window, linear or "
-                "quantized attention); lade can only compact full-attention DynamicLayer caches. Disable the "
-                "sliding window (e.g. config.sliding_window=None) or decode this model without lookahead"
+                f"model type '{model_type}' uses {type(layer).__name__} cache layers (linear-attention or quantized "
+                "states, which cannot drop a step's rejected drafts); lade compacts DynamicLayer caches only: decode "
+                "this model with plain generate (or without cache quantization)"
             )
 
 

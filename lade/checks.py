@@ -12,7 +12,7 @@ from transformers.generation.configuration_utils import GenerationMode
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
 from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTimeCriteria, StoppingCriteriaList
 
-from .adapters import adapter_for
+from .adapters import ADAPTERS, adapter_for
 from .cache import check_compactable, self_attention_cache
 from .compat import mask_length
 from .corpus import Corpus
@@ -20,10 +20,25 @@ from .drafters import drafter_names, registered
 from .quantization import check_quantized_model
 from .rope import check_batch as check_batch_rope
 from .verify import check_processors
+from .vocabulary import input_vocab
+from .windows import check_window
 
 TOKEN_DTYPES = (torch.long, torch.int32)  # what an embedding takes as indices
 RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "hybrid", "hybrid_sliding"}  # config.layer_types
 RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"}  # recurrent without layer_types
+ALIBI_MODEL_TYPES = {"bloom", "mpt"}  # ALiBi without an `alibi` config flag
+POSITIONS_REFUSED = {  # model type -> why its forward cannot place a step's tokens at their logical positions
+    "imagegpt": "ImageGPTModel.forward flattens the attention mask to 2-D, where lade's 4-D tree mask cannot reach "
+                "its attention",
+    "openai-gpt": "OpenAIGPTModel.forward takes only a 2-D padding mask, which it expands itself, so lade's 4-D "
+                  "tree mask cannot reach its attention",
+    "xlm": "XLMModel.forward builds its own causal mask from a 2-D padding mask (get_masks), so lade's 4-D tree mask "
+           "cannot reach its attention",
+    "blt": "BLT groups its bytes into patches inside each forward (entropy patching of the forward's own input), so "
+           "a step's drafts would be patched unlike plain decoding's one token per forward",
+    "kosmos-2.5": "its generate drops position_ids and its text model recomputes positions from padding_idx and the "
+                  "token ids",
+}
 OFFLOADED = ("an offloaded cache keeps its layers on the CPU between forwards and copies them back asynchronously, "
              "while lade moves each step's accepted KV entries within the cache")
 CACHE_IMPLEMENTATIONS_REFUSED = {  # cache_implementation -> why lade cannot decode with it
@@ -59,12 +74,29 @@ def check_model(model) -> None:
         )
     if model.config.is_encoder_decoder:
         adapter_for(model)  # raises a clear error for encoder-decoder types without a position adapter
-    elif "position_ids" not in inspect.signature(model.forward).parameters or getattr(model.config, "alibi", False):
-        raise ValueError(
-            f"model type '{model_type}' places tokens with ALiBi or takes no position_ids, so tokens that share a "
-            "logical position cannot be placed; lade cannot decode it exactly"
-        )
+    else:
+        check_positions(model)
     check_quantized_model(model)
+
+
+def check_positions(model) -> None:
+    """Refuse decoder-only models whose tokens cannot be placed at the step's logical positions, naming the reason."""
+    model_type, name = model.config.model_type, type(model).__name__
+    if model_type in POSITIONS_REFUSED:
+        raise ValueError(f"model type '{model_type}': {POSITIONS_REFUSED[model_type]}; lade cannot place a lookahead "
+                         "step's tokens as plain decoding places them: decode it with plain generate")
+    if getattr(model.config, "alibi", False) or model_type in ALIBI_MODEL_TYPES:
+        turn_off = " or set alibi=False" if hasattr(model.config, "alibi") else ""
+        raise ValueError(f"model type '{model_type}' places tokens with ALiBi, a bias computed from each key's index "
+                         "in the cache rather than from position_ids, so tokens that share a logical position cannot "
+                         f"be placed; decode it with plain generate{turn_off}")
+    if "position_ids" not in inspect.signature(model.forward).parameters:
+        family = model_type in ADAPTERS and model.config.is_decoder
+        what = (f"lade decodes '{model_type}' as an encoder-decoder model (its ForConditionalGeneration class, through "
+                "a position adapter); decode this decoder alone with plain generate") if family else \
+            "decode it with plain generate"
+        raise ValueError(f"model type '{model_type}': {name}.forward takes no position_ids, so tokens that share a "
+                         f"logical position cannot be placed; {what}")
 
 
 def is_recurrent(model) -> bool:
@@ -96,7 +128,7 @@ def check_token_ids(model, ids: torch.Tensor, name: str = "input_ids") -> None:
     if ids.dtype not in TOKEN_DTYPES:
         raise ValueError(f"{name} must hold integer token ids as torch.long (or torch.int32, what an embedding takes), "
                          f"got dtype {ids.dtype}: convert them with {name}.long()")
-    vocab = model.get_input_embeddings().num_embeddings
+    vocab = input_vocab(model)
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab:
         raise ValueError(f"{name} holds ids in [{low}, {high}], outside the model's vocabulary [0, {vocab}): tokenize "
@@ -155,6 +187,7 @@ def check_generation(model, input_ids: torch.Tensor, gen: GenerationConfig, proc
     if getattr(self_attention_cache(cache), "offloading", False):
         check_cache_implementation("offloaded")
     check_compactable(cache, model.config.model_type)
+    check_window(model, cache, gen, 1)  # again with the step's width once the configuration is known
     past = self_attention_cache(cache).get_seq_length()
     if past:
         if len(pads) > 1 or any(pads):

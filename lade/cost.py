@@ -29,7 +29,6 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from .adapters import position_limit
 from .cache import crop
 from .config import LookaheadConfig
 from .cost_prior import PRIOR
@@ -40,6 +39,8 @@ from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
 from .tree import TokenTree
 from .user_cache import cache_dir
+from .vocabulary import input_vocab, position_limit
+from .windows import model_window
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 BATCH_QS = (1, 2, 3, 4, 6, 8, 12, 16)  # tokens per row and step measured for a batch (profiles with rows > 1)
@@ -162,15 +163,17 @@ def _measurement_call(model, generator: torch.Generator, rows: int = 1) -> Model
     """The call a real step goes through; an encoder-decoder model's decoder attends to a random encoded source."""
     if not model.config.is_encoder_decoder:
         return ModelCall(model, DynamicCache(config=model.config))
-    source = torch.randint(model.config.vocab_size, (rows, SOURCE), generator=generator).to(model.device)  # [R, S]
+    source = torch.randint(input_vocab(model), (rows, SOURCE), generator=generator).to(model.device)  # [R, S]
     cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
     return EncoderDecoderCall(model, cache, "mask", model.get_encoder()(input_ids=source), None)
 
 
 def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int, ...], int]:
-    """(qs, context) that fit the model's position table: steps of at most half of it, context in the rest."""
+    """(qs, context) that fit the model's position table and attention window: steps of at most half of the
+    narrower, context in the rest."""
     config = model.config.get_text_config(decoder=True)
-    limit = position_limit(model) or getattr(config, "max_position_embeddings", None)
+    limit = min(filter(None, (position_limit(model) or getattr(config, "max_position_embeddings", None),
+                              model_window(model))), default=None)
     if not limit:
         return tuple(qs), context
     fitting = tuple(q for q in qs if q <= limit // 2) or (1,)
@@ -193,7 +196,7 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
     device = model.device
     generator = torch.Generator().manual_seed(0)
     call = _measurement_call(model, generator, rows)
-    prompt = torch.randint(model.config.vocab_size, (rows, context), generator=generator).to(device)  # [R, C]
+    prompt = torch.randint(input_vocab(model), (rows, context), generator=generator).to(device)  # [R, C]
     call.prefill(prompt)
     first = torch.full((rows,), context, device=device)  # [R]
     times: dict[int, list[float]] = {q: [] for q in qs}

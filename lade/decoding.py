@@ -38,6 +38,7 @@ from .rope import Positions, frequencies_kept
 from .rows import Row, pad_rows
 from .sampling import TokenChooser
 from .strategy import LocalStrategy, Strategy
+from .windows import check_window
 
 
 def lookahead_generate(
@@ -105,6 +106,7 @@ def lookahead_generate(
         plain = task is not None and lookahead_strategy is None and n > 1 and not beams and \
             not drafts_can_pay(multi(), n, task)
     check_corpus_draft(corpus, config)
+    check_window(model, cache, gen, 1 if plain else config.max_step_tokens())
     if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
         if streamer is not None and not prompt_streamed:
             streamer.put(input_ids.cpu())

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from transformers import GenerationConfig
 
-from .adapters import position_limit
+from .vocabulary import position_limit
 
 POSITION_DEPENDENT = ("dynamic", "longrope")  # the RoPE types whose frequencies follow a forward's positions
 # model types whose generate re-encodes the sequence at config.original_max_position_embeddings (see above)

@@ -32,18 +32,6 @@ ADAPTERS: dict[str, PositionAdapter] = {
 }
 
 
-def position_limit(model) -> int | None:
-    """Logical positions a model can place: the size of a learned or sinusoidal position table (GPT-2, OPT, BART,
-    Marian, ...), None for rotary, relative-bias or other models without such a table."""
-    config = model.config
-    if getattr(config, "rope_parameters", None) or getattr(config, "rotary_dim", None):
-        return None
-    for name in ("max_position_embeddings", "n_positions"):
-        if isinstance(getattr(config, name, None), int):
-            return getattr(config, name)
-    return None
-
-
 def adapter_for(model) -> PositionAdapter:
     """The position adapter of an encoder-decoder model; a clear ValueError for unregistered types."""
     model_type = model.config.model_type

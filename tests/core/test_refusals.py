@@ -118,6 +118,25 @@ def flex_configured():
     return model
 
 
+def bart_decoder():
+    return transformers.BartForCausalLM(transformers.BartConfig(
+        vocab_size=96, d_model=32, decoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=64, encoder_layers=2,
+        encoder_attention_heads=4, encoder_ffn_dim=64)).eval()
+
+
+def imagegpt():
+    return transformers.ImageGPTForCausalImageModeling(transformers.ImageGPTConfig(
+        vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64)).eval()
+
+
+def deepseek_v32():
+    return transformers.DeepseekV32ForCausalLM(transformers.DeepseekV32Config(
+        vocab_size=96, hidden_size=32, intermediate_size=64, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+        kv_lora_rank=16, q_lora_rank=16, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+        mlp_layer_types=["dense", "sparse"])).eval()
+
+
 def blenderbot():
     config_ = BlenderbotSmallConfig(vocab_size=96, d_model=32, encoder_layers=1, decoder_layers=1,
                                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
@@ -181,13 +200,16 @@ RULES = {
              "parallelism, a corpus",
     "processor": "a logits processor lade cannot apply per tree node (it keeps state or runs the model, e.g. "
                  "classifier-free guidance) unless marked lade_prefix_pure",
-    "positions": "models that place tokens with ALiBi or take no position_ids (BLOOM, MPT, Falcon with alibi=True)",
+    "positions": "models whose forward cannot place a step's tokens at their logical positions: ALiBi (BLOOM, MPT, "
+                 "Falcon with alibi=True), no position_ids (the *ForCausalLM decoders of encoder-decoder families, "
+                 "XLNet), ImageGPT, Kosmos-2.5 (each message names which)",
     "recurrent": "recurrent models (Mamba, RWKV, linear-attention or hybrid layers): their state cannot drop a step's "
                  "rejected drafts",
     "encdec": "encoder-decoder families without a position adapter; encoder-decoder models with several inputs, a "
               "padded decoder prompt or the split / flex attention path",
-    "cache": "sliding-window, static, quantized, offloaded or paged KV caches; a cache passed in with several or "
-             "padded prompts, with an encoder-decoder model, or holding the whole prompt",
+    "cache": "a sliding or local attention window the call reaches (max_length plus a step's tokens; below it "
+             "decoding is exact); static, quantized, indexed (sparse-attention), offloaded or paged KV caches; a cache "
+             "passed in with several or padded prompts, with an encoder-decoder model, or holding the whole prompt",
     "quant": "quantization methods other than bitsandbytes, AWQ and GGUF, and a missing quantization backend (names "
              "the extra to install)",
     "meta": "a model whose weights are on the meta device",
@@ -277,6 +299,9 @@ CASES = [
     Case("positions", "falcon alibi", decode(), ValueError, "'falcon'.*ALiBi", lambda: transformers.FalconForCausalLM(
         transformers.FalconConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                   alibi=True)).eval()),
+    Case("positions", "decoder of an encoder-decoder family", decode(), ValueError,
+         "BartForCausalLM.forward takes no position_ids.*as an encoder-decoder model", lambda: bart_decoder()),
+    Case("positions", "imagegpt", decode(), ValueError, "'imagegpt'.*flattens the attention mask", lambda: imagegpt()),
     Case("recurrent", "mamba", decode(), ValueError, "'mamba' keeps a recurrent state", mamba),
     Case("recurrent", "hybrid (jamba)", decode(), ValueError, "'jamba' keeps a recurrent state", jamba),
     Case("encdec", "no adapter", decode(), ValueError, "'blenderbot-small' has no lade position adapter", blenderbot),
@@ -290,6 +315,12 @@ CASES = [
          ValueError, "attention='mask'", lambda: tiny_seq2seq("bart")),
     Case("cache", "sliding window", decode(), ValueError, "mistral.*sliding", lambda: tiny_model(
         "mistral", sliding_window=16)),
+    Case("cache", "local window (gpt_neo)", decode(), ValueError, "'gpt_neo' attends within a 4-token window",
+         lambda: transformers.GPTNeoForCausalLM(transformers.GPTNeoConfig(
+             vocab_size=96, hidden_size=32, num_layers=2, num_heads=4, window_size=4,
+             attention_types=[[["global", "local"], 1]])).eval()),
+    Case("cache", "indexed (sparse attention)", decode(), ValueError, "'deepseek_v32' keeps an indexer key cache.*"
+         "plain generate", lambda: deepseek_v32()),
     Case("cache", "static", decode(cache_implementation="static"), ValueError, "DynamicCache"),
     Case("cache", "offloaded", decode(cache_implementation="offloaded"), ValueError,
          "cache_implementation='offloaded' is not supported: an offloaded cache"),
