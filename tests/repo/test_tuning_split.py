@@ -32,6 +32,12 @@ def texts(name: str) -> dict[str, str]:
     return dict(zip(map(str, data["id"]), data["prompt"]))
 
 
+@cache
+def first_ids(name: str, count: int | None = None) -> tuple[str, ...]:
+    """Ids of the first `count` evaluation prompts of `name` (all of them: None), as notebooks load them."""
+    return tuple(map(str, load_prompts(name, count)["id"]))
+
+
 def pairs_of(name: str, ids) -> set[tuple[str, str]]:
     """(base set, id) pairs: 'spec_bench:qa' rows are 'spec_bench' ones."""
     return {(split_set_name(name)[0], str(i)) for i in ids}
@@ -72,10 +78,10 @@ def evaluated_ids(nb: str, p: dict) -> set[tuple[str, str]]:
         elif nb == "09_batches":
             out |= pairs_of(name, (row["id"] for row in spread_prompts(name, count)))
         else:
-            out |= pairs_of(name, load_prompts(name, count)["id"])
+            out |= pairs_of(name, first_ids(name, count))
     if nb == "10_corpus":  # each task's corpus: the questions after the measured ones (corpus_bench.task_requests)
         for task in p["tasks"]:
-            ids = load_prompts(f"spec_bench:{task}")["id"][p["n_prompts"]:p["n_prompts"] + max(p["corpus_sizes"])]
+            ids = first_ids(f"spec_bench:{task}")[p["n_prompts"]:p["n_prompts"] + max(p["corpus_sizes"])]
             out |= pairs_of("spec_bench", ids)
     return out
 
