@@ -113,6 +113,7 @@ def run_benchmark(
     headline: Collection[str] = (),
     headline_prompts: int | Mapping[str, int] | None = None,
     num_beams: int = 1,
+    split: str = "evaluation",
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
@@ -127,8 +128,9 @@ def run_benchmark(
     reference) also run the prompts after the first `n_prompts`, up to `headline_prompts` per set (one count or
     {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
     speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
-    that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. Returns a
-    DataFrame with ROW_COLUMNS; provenance in `df.attrs`.
+    that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. split: which
+    prompts of each set (lab.splits; "tuning" for what tunes lade). Returns a DataFrame with ROW_COLUMNS; provenance
+    in `df.attrs`.
     """
     # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
     methods = _checked_methods(methods, headline, headline_prompts, num_beams)
@@ -142,7 +144,7 @@ def run_benchmark(
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
     # 2 encode every prompt once, on the model's device
-    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format)
+    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format, split)
     # 3 warm up every method untimed
     if warmup and prompts:
         for method in methods:
@@ -164,7 +166,7 @@ def run_benchmark(
         model=name_or_path, model_name=label["model"], **model_record(model),
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
         headline=list(headline), headline_prompts=headline_prompts,
-        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats, num_beams=num_beams,
+        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats, num_beams=num_beams, split=split,
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
@@ -211,11 +213,11 @@ class _Prompt:
 
 
 def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
-            prompt_format: str) -> list[_Prompt]:
+            prompt_format: str, split: str = "evaluation") -> list[_Prompt]:
     device = next(model.parameters()).device
     prompts = []
     for name in prompt_sets:
-        for j, row in enumerate(load_prompts(name, widest[name])):
+        for j, row in enumerate(load_prompts(name, widest[name], split=split)):
             encoded = encode_prompt(tokenizer, row["prompt"], name, prompt_format)
             ids = (encoded.input_ids.to(device), encoded.attention_mask.to(device))
             prompts.append(_Prompt(name, str(row["id"]), encoded, ids, j < counts[name]))

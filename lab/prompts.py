@@ -8,6 +8,7 @@ Frozen in this repository (data/prompts/, see its MANIFEST.json), read offline:
 - "spec_bench": Spec-Bench's 480 questions; `prompt` is the first turn, plus `category` (13 categories), `task`
   (Spec-Bench's six tasks, SPEC_BENCH_TASKS) and `turns`. `load_prompts("spec_bench", category=...)` or
   `load_prompts("spec_bench:summarization")` takes one category or task.
+Each frozen set's last prompts are the tuning split (lab.splits): load_prompts leaves them out unless split= asks.
 Not shipped by any registry package, so taken from a local file (`path=`) or the Hugging Face Hub:
 "cnn_dailymail", "xsum", "classeval".
 """
@@ -25,6 +26,7 @@ from transformers import PreTrainedTokenizerBase
 
 from .models import hub_offline
 from .paths import DATA_DIR
+from .splits import select_split
 
 PROMPT_DIR = DATA_DIR / "prompts"
 SUMMARY_PREFIX = "Summarize: "  # Spec-Bench's summarization turns start with it (our Hub summarization sets too)
@@ -146,11 +148,12 @@ def _in_category(rows: list[dict], name: str, category: str) -> list[dict]:
 
 
 def load_prompts(name: str, n: int | None = None, path: str | Path | None = None,
-                 category: str | None = None) -> Dataset:
+                 category: str | None = None, split: str = "evaluation") -> Dataset:
     """Load prompt set `name` (first `n` rows if given) as a Dataset with `id` and `prompt` columns.
 
     name: a set, or 'spec_bench:CATEGORY'; category: a Spec-Bench task (SPEC_BENCH_TASKS) or category.
     path: a local file to read instead of the frozen copy / the Hub (same columns as the original set).
+    split: "evaluation" (every prompt outside the tuning split, lab.splits), "tuning" or "all".
     """
     name, category = split_set_name(name, category)
     if name in FROZEN_SETS:
@@ -162,7 +165,7 @@ def load_prompts(name: str, n: int | None = None, path: str | Path | None = None
         raise ValueError(f"prompt set {name!r} has no categories; only 'spec_bench' does")
     else:
         raise ValueError(f"unknown prompt set {name!r}; choose from {FROZEN_SETS + tuple(HUB_SETS)}")
-    return data.select(range(min(n, len(data)))) if n is not None else data
+    return select_split(data, f"{name}:{category}" if category else name, n, split)
 
 
 # ---- prompt formats: how a prompt becomes model input ------------------------------------------------------------

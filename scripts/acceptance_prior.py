@@ -1,8 +1,11 @@
 """Measure the acceptance prior of lade's planning drafters: for every kind of drafted token (a retrieval match-length
 bucket and depth, a recycled successor's rank and depth, a window n-gram's depth), how often it was accepted when its
-parent was, on real prompts; writes lade/drafters/acceptance_prior.py.
+parent was, on prompts of the tuning split (lab.splits: prompts no notebook evaluates); writes its counts to
+data/results/acceptance_prior.jsonl, then lade/drafters/acceptance_prior.py from them (with TUNED_ON, the (set, id)
+pairs measured).
 
-    PYTHONPATH=. python scripts/acceptance_prior.py --per-set 6 --max-new-tokens 128
+    PYTHONPATH=. python scripts/acceptance_prior.py measure --per-set 6 --max-new-tokens 128
+    PYTHONPATH=. python scripts/acceptance_prior.py write
 
 Greedy decoding with draft="merged" at a fixed budget (every kind gets tested, nothing is cut by the cost model);
 a kind tested fewer than --min-tested times keeps no prior of its own (the drafter falls back to its default).
@@ -11,30 +14,28 @@ a kind tested fewer than --min-tested times keeps no prior of its own (the draft
 from __future__ import annotations
 
 import argparse
+import ast
 from pathlib import Path
 
+import pandas as pd
 import scipy.optimize
 import torch
 
 import lade
 from lab.models import load_model
 from lab.prompts import encode_chat, load_prompts
+from lab.provenance import commit_label, provenance
+from lab.results import load_results, save_results
 from lade.drafters import register, registered, unregister
 from lade.drafters.planner import calibrated
 
-OUT = Path(__file__).resolve().parents[1] / "lade" / "drafters" / "acceptance_prior.py"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "lade" / "drafters" / "acceptance_prior.py"
+RESULTS = ROOT / "data" / "results" / "acceptance_prior.jsonl"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--sets", default="mt_bench,humaneval")
-    parser.add_argument("--per-set", type=int, default=6)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--budget", type=int, default=32)
-    parser.add_argument("--min-tested", type=int, default=30)
-    parser.add_argument("--window", type=int, default=0, help="Jacobi window columns (0: none, as auto on a CPU)")
-    args = parser.parse_args()
+def measure(args: argparse.Namespace) -> None:
+    """Greedy with the merged drafter on the first `per_set` tuning prompts of each set: one row per (prompt, kind)."""
     torch.set_num_threads(1)
     model, tokenizer = load_model(args.model)
     drafters = []
@@ -60,34 +61,61 @@ def main() -> None:
     register("merged-kept", kept, options=merged.options, check=merged.check, adaptive=merged.adaptive)
     config = lade.LookaheadConfig(draft="merged-kept", step_budget=args.budget, window_size=args.window,
                                   ngram_size=4, guess_set_size=4)
+    rows = []
     try:
         for name in args.sets.split(","):
-            for row in load_prompts(name, args.per_set):
-                ids, mask = encode_chat(tokenizer, row["prompt"])
+            for prompt in load_prompts(name, args.per_set, split="tuning"):
+                ids, mask = encode_chat(tokenizer, prompt["prompt"])
+                first = len(drafters)
                 lade.generate(model, ids, config, attention_mask=mask, do_sample=False,
                               max_new_tokens=args.max_new_tokens, eos_token_id=None)
+                rows += [{"prompt_set": name, "prompt_id": str(prompt["id"]), "kind": repr(kind), "tested": n,
+                          "accepted": drafter.stats.accepted.get(kind, 0)}
+                         for drafter in drafters[first:] for kind, n in drafter.stats.tested.items()]
     finally:
         unregister("merged-kept")
-    tested, accepted = {}, {}
-    for drafter in drafters:
-        for kind, n in drafter.stats.tested.items():
-            tested[kind] = tested.get(kind, 0) + n
-            accepted[kind] = accepted.get(kind, 0) + drafter.stats.accepted.get(kind, 0)
     odds = scipy.optimize.brentq(lambda odds: sum(calibrated(p, odds) for p in predicted) - realised[0], 1e-3, 1e3)
-    rates = {kind: (accepted[kind] / n, n) for kind, n in sorted(tested.items(), key=str) if n >= args.min_tested}
+    df = pd.DataFrame(rows)
+    df.attrs["provenance"] = provenance(
+        model=args.model, sets=args.sets.split(","), per_set=args.per_set, split="tuning",
+        max_new_tokens=args.max_new_tokens, budget=args.budget, window=args.window, draft="merged",
+        calibration={"odds": odds, "accepted_paths": realised[0], "fed_paths": len(predicted),
+                     "predicted_paths": sum(predicted)})
+    save_results(df, RESULTS)
+    print(f"calibration {odds:.3f} ({realised[0]} accepted, {sum(predicted):.1f} predicted)")
+
+
+def write(min_tested: int) -> None:
+    """lade/drafters/acceptance_prior.py from the measured rows: kinds tested at least `min_tested` times."""
+    df = load_results(RESULTS)
+    prov = df.attrs["provenance"]
+    params, fit = prov["params"], prov["params"]["calibration"]
+    counts = df.groupby("kind")[["tested", "accepted"]].sum()
+    kinds = sorted((ast.literal_eval(kind) for kind in counts.index), key=str)
+    rates = {kind: (counts.loc[repr(kind), "accepted"] / counts.loc[repr(kind), "tested"],
+                    int(counts.loc[repr(kind), "tested"]))
+             for kind in kinds if counts.loc[repr(kind), "tested"] >= min_tested}
+    tuned_on = list(dict.fromkeys(zip(df["prompt_set"], df["prompt_id"])))
     lines = [
         '"""Acceptance prior of lade\'s planning drafters, generated by scripts/acceptance_prior.py '
         '(do not edit by hand).',
         "",
-        f"{args.model} fp32, greedy, draft='merged' at a budget of {args.budget} with a {args.window}-column window, "
-        f"first {args.per_set} prompts of {args.sets},",
-        f"{args.max_new_tokens} new tokens each. PRIOR[kind] = (accepted when tested, times tested); CALIBRATION:",
+        f"{params['model']} fp32, greedy, draft='merged' at a budget of {params['budget']} with a {params['window']}-"
+        "column window,",
+        f"the first {params['per_set']} tuning prompts (lab.splits; TUNED_ON) of {', '.join(params['sets'])}, "
+        f"{params['max_new_tokens']} new tokens each;",
+        f"measured at {commit_label(prov)}; rows in data/results/acceptance_prior.jsonl.",
+        f"PRIOR[kind] = (accepted when tested, times tested), kinds tested at least {min_tested} times; CALIBRATION:",
         "the odds factor that makes the fed nodes' calibrated path probabilities add up to the paths accepted",
         "(lade.drafters.planner.calibrated).",
         '"""',
         "",
-        f"CALIBRATION = {odds:.3f}  # {realised[0]} of {len(predicted)} fed paths accepted, "
-        f"{sum(predicted):.1f} predicted",
+        "TUNED_ON: tuple[tuple[str, str], ...] = (  # (prompt set, prompt id) of every prompt measured",
+        *[f"    {pair!r}," for pair in tuned_on],
+        ")",
+        "",
+        f"CALIBRATION = {fit['odds']:.3f}  # {fit['accepted_paths']} of {fit['fed_paths']} fed paths accepted, "
+        f"{fit['predicted_paths']:.1f} predicted",
         "",
         "PRIOR: dict[tuple, tuple[float, int]] = {",
         *[f"    {kind!r}: ({rate:.3f}, {n})," for kind, (rate, n) in rates.items()],
@@ -97,7 +125,23 @@ def main() -> None:
     OUT.write_text("\n".join(lines))
     for kind, (rate, n) in rates.items():
         print(f"{str(kind):28} {rate:.3f} ({n} tested)")
-    print(f"calibration {odds:.3f} ({realised[0]} accepted, {sum(predicted):.1f} predicted)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["measure", "write"])
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--sets", default="mt_bench,humaneval")
+    parser.add_argument("--per-set", type=int, default=6)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--budget", type=int, default=32)
+    parser.add_argument("--min-tested", type=int, default=30, help="write: kinds tested fewer times keep no prior")
+    parser.add_argument("--window", type=int, default=0, help="Jacobi window columns (0: none, as auto on a CPU)")
+    args = parser.parse_args()
+    if args.action == "measure":
+        measure(args)
+    else:
+        write(args.min_tested)
 
 
 if __name__ == "__main__":

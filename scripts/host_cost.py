@@ -6,7 +6,8 @@ time is its wall time minus its forwards' time, divided by its row-steps.
 
 Prints, per batch size: plain generate's host ms per row-step, lade's with drafting disabled (its loop alone), lade's
 adaptive config (what "auto" runs where it drafts, here never handed to transformers' loop) per row-step, and the
-differences: LOOP_S = lade disabled - plain; HOST_S = (auto - disabled) per drafting row-step.
+differences: LOOP_S = lade disabled - plain; HOST_S = (auto - disabled) per drafting row-step. The prompts are those of
+the tuning split (lab.splits), HumanEval's then MT-Bench's. A timing: run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from lade.api import generate as lade_generate
 from lade.auto import auto_config
 from lade.config import LookaheadConfig
 from lade.rows import left_pad
+
+TUNING_SETS = ("humaneval", "mt_bench")  # rows are their tuning prompts (lab.splits), HumanEval's first
 
 
 def host_ms(model, ids, mask, method, tokens: int) -> tuple[float, int]:
@@ -53,9 +56,11 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_model(args.model)
+    tuning = [(name, row["prompt"]) for name in TUNING_SETS for row in load_prompts(name, split="tuning")]
     for rows in map(int, args.rows.split(",")):
-        prompts = [encode_prompt(tokenizer, p["prompt"], "humaneval").input_ids[0]
-                   for p in load_prompts("humaneval", rows)]
+        if rows > len(tuning):
+            raise SystemExit(f"--rows {rows}: the tuning split of {TUNING_SETS} has {len(tuning)} prompts (lab.splits)")
+        prompts = [encode_prompt(tokenizer, prompt, name).input_ids[0] for name, prompt in tuning[:rows]]
         ids, mask = left_pad(prompts, tokenizer.pad_token_id)
         results = {}
         for method in ("plain", "disabled", "auto", "plain", "disabled", "auto"):  # second round kept (warm)

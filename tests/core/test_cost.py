@@ -103,11 +103,14 @@ def test_step_mix_is_priced_step_by_step():
 
 def test_measured_prior_picks_pool_only_on_this_cpu_and_a_window_where_tokens_are_free():
     """With the shipped prior: this CPU's measured profile (1 thread; a 4-token step costs 1.5x a 1-token step)
-    gets the pool-only config, and no config at all for chat; a memory-bound profile gets a wide window."""
+    gets no Jacobi window for any task (a pool-only config, or none where no config gains enough: whether chat
+    clears the margin depends on the prompts the prior was measured on); a memory-bound profile gets a wide
+    window."""
     cpu = LatencyProfile("cpu", 256, (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
                          (0.0569, 0.0959, 0.1177, 0.0845, 0.098, 0.1021, 0.1147, 0.1224, 0.1473, 0.172, 0.225, 0.2789))
     assert choose_config(cpu, "mixed").window_size == 0 and choose_config(cpu, "code").pool_match_tokens == 2
-    assert choose_config(cpu, "chat").enabled is False
+    chat = choose_config(cpu, "chat")
+    assert chat.enabled is False or (chat.window_size == 0 and chat.pool_match_tokens == 2)
     flat = LatencyProfile("gpu", 256, (1, 64), (0.020, 0.0215))
     assert choose_config(flat, "mixed").window_size >= 5
 

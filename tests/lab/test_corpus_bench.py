@@ -27,15 +27,16 @@ def saved(tmp_path_factory):
 
 def test_rows_follow_the_schema_and_are_exact(saved):
     """Every row has the corpus schema's columns and reproduces greedy; the Spec-Bench task measures its first two
-    questions with greedy, auto and auto with 3 and 78 earlier requests (200 clipped to the 80 - 2 other
-    questions); the two-turn set measures turn 2 with the corpus of both conversations' first turns."""
+    questions with greedy, auto and auto with 3 and 70 earlier requests (200 clipped to the 72 - 2 other questions
+    outside the tuning split, lab.splits); the two-turn set measures turn 2 with the corpus of both conversations'
+    first turns."""
     rows = load_results(saved)
     assert set(RESULT_SCHEMAS["corpus.jsonl"]) <= set(rows.columns)
     assert rows["matches_greedy"].all()
     spec = rows[rows["workload"] == "spec_bench"]
     assert list(dict.fromkeys(spec["prompt_id"])) == list(load_prompts("spec_bench:mt_bench", 2)["id"])
     assert dict(zip(spec["method"], spec["corpus_requests"])) == {
-        "greedy": -1, "lade-auto": 0, "lade-auto+corpus(3)": 3, "lade-auto+corpus(78)": 78}
+        "greedy": -1, "lade-auto": 0, "lade-auto+corpus(3)": 3, "lade-auto+corpus(70)": 70}
     two = rows[rows["workload"] == "two_turns"]
     assert len(two) == 2 * 3 and set(two["corpus_requests"]) == {-1, 0, 2}
 

@@ -42,8 +42,8 @@ def test_gsm8k_and_spec_bench_are_frozen():
 @pytest.mark.parametrize("name, rows", [("mt_bench", 80), ("humaneval", 164), ("gsm8k", 1319), ("spec_bench", 480)])
 def test_frozen_loaders(name, rows):
     """MT-Bench has 80 questions, HumanEval 164 problems, GSM8K test 1,319 and Spec-Bench 480, each with a unique
-    id and a prompt, read offline."""
-    data = load_prompts(name)
+    id and a prompt, read offline (split="all": the tuning prompts too, lab.splits)."""
+    data = load_prompts(name, split="all")
     assert len(data) == rows
     assert len(set(data["id"])) == rows
     assert all(isinstance(p, str) and p.strip() for p in data["prompt"])
@@ -72,7 +72,7 @@ def test_gsm8k_rows_are_question_and_answer():
                                         ("math_reasoning", 80), ("rag", 80)])
 def test_spec_bench_tasks(task, rows):
     """Spec-Bench's six tasks have 80 questions each; its MT-Bench task spans the 8 MT-Bench categories."""
-    data = load_prompts("spec_bench", category=task)
+    data = load_prompts("spec_bench", category=task, split="all")
     assert len(data) == rows and set(data["task"]) == {task}
     assert data["prompt"] == [turns[0] for turns in data["turns"]]
     assert len(load_prompts(f"spec_bench:{task}", n=3)) == 3
@@ -80,7 +80,7 @@ def test_spec_bench_tasks(task, rows):
 
 def test_spec_bench_categories():
     """13 categories: 8 MT-Bench ones with 10 questions each, and the five others with 80."""
-    data = load_prompts("spec_bench")
+    data = load_prompts("spec_bench", split="all")
     counts = {c: data["category"].count(c) for c in set(data["category"])}
     assert len(counts) == 13 and sum(counts.values()) == 480
     assert [counts[c] for c in SPEC_BENCH_TASKS["mt_bench"]] == [10] * 8
