@@ -9,7 +9,7 @@
 #             --model/--device/--dtype/--quick override them
 #   --plan    print every notebook x model x dataset x method x dtype x device the spec would run, the weights it
 #             needs and whether they are here, and the estimated time; run nothing (exit 3 if weights are missing)
-# Exit: 0 done, 1 a notebook failed, 2 bad spec, 3 missing weights, 4 another run holds this checkout,
+# Exit: 0 done, 1 a notebook failed, 2 bad option or spec, 3 missing weights, 4 another run holds this checkout,
 # 130/143 interrupted (SIGINT/SIGTERM). LADE_SKIP_SETUP=1 skips set-up; LADE_VENV: the environment (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,12 +21,16 @@ command_line="./run_all.sh$(printf ' %q' "$@")"
 spec=data/experiments/embedded-cpu.yaml plan=0 options=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --params) spec="$2"; shift 2 ;;
-        --model|--device|--dtype|--only) options+=("$1" "$2"); shift 2 ;;
+        --params|--model|--device|--dtype|--only)
+            if [[ $# -lt 2 || -z "$2" || "$2" == --* ]]; then
+                echo "run_all.sh: $1 needs a value" >&2; usage 2 >&2
+            fi
+            if [[ $1 == --params ]]; then spec="$2"; else options+=("$1" "$2"); fi
+            shift 2 ;;
         --plan) plan=1; shift ;;
         --quick) options+=(--quick); shift ;;
         -h|--help) usage ;;
-        *) echo "unknown option: $1" >&2; usage 2 ;;
+        *) echo "unknown option: $1" >&2; usage 2 >&2 ;;
     esac
 done
 venv="${LADE_VENV:-.venv}"

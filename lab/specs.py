@@ -263,10 +263,11 @@ def load_spec(path: str | Path) -> Spec:
     """Read and check a spec: known notebooks, parameters each of them declares, known datasets, valid models."""
     path = Path(path)
     if not path.is_file():
+        # a bare name (`embedded-cpu.yaml`) is looked for in SPEC_DIR; a path that does not exist is an error
         alt = SPEC_DIR / path.name
-        if not alt.is_file():
+        if path.parent != Path(".") or not alt.is_file():
             have = sorted(p.name for p in SPEC_DIR.glob("*.yaml"))
-            raise SpecError(f"no spec file {path}; specs in {SPEC_DIR}: {have}")
+            raise SpecError(f"no spec file {path}; specs in {SPEC_DIR.relative_to(REPO)}: {have}")
         path = alt
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):

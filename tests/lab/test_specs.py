@@ -117,6 +117,15 @@ def test_bad_specs_are_refused_with_what_to_change(tmp_path, content, message):
         load_spec(_write_spec(tmp_path, **content))
 
 
+def test_a_spec_is_a_file_or_the_bare_name_of_one_in_data_experiments(tmp_path):
+    """A bare name is looked for in data/experiments/; a path that does not exist is refused, never replaced by the
+    spec of the same name there."""
+    assert load_spec("embedded-cpu.yaml").path == DEFAULT_SPEC
+    for missing in (tmp_path / "embedded-cpu.yaml", Path("nowhere/embedded-cpu.yaml"), Path("nope.yaml")):
+        with pytest.raises(SpecError, match=f"no spec file {missing}; specs in data/experiments"):
+            load_spec(missing)
+
+
 @pytest.mark.parametrize("name", ["../notebooks/01_mt_bench_speedup", "./01_mt_bench_speedup",
                                   str(REPO / "notebooks" / "01_mt_bench_speedup"), "../../etc/passwd", "", 1])
 def test_notebook_names_are_plain_names_of_existing_notebooks(tmp_path, name):

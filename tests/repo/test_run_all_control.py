@@ -1,6 +1,6 @@
 """./run_all.sh cannot run the wrong thing: one run per checkout (a second is refused, naming the first), Ctrl-C and
 SIGTERM stop a run at once and publish nothing from it, a run that ends copies what its notebooks wrote into the
-results and figures folders.
+results and figures folders, and bad command lines are refused before any work.
 
 The runs use a sandbox checkout (a copy of lab/ and run_all.sh; the repo's notebooks, data and lade linked in) whose
 spec runs one small notebook that writes a results file, then a heartbeat file every 0.1 s for `seconds`, then a
@@ -166,3 +166,26 @@ def test_sigterm_stops_a_run_publishing_nothing_and_the_next_run_publishes_its_o
     assert (sandbox / "figures" / "quick" / "zz_sleep.png").read_bytes() == b"png"
     assert (sandbox / "data" / "results" / "quick" / "sleep.jsonl").is_file()
 
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--params"], "--params needs a value"),
+    (["--only"], "--only needs a value"),
+    (["--model", "--quick"], "--model needs a value"),
+    (["--device", ""], "--device needs a value"),
+    (["--frobnicate"], "unknown option: --frobnicate"),
+])
+def test_an_option_without_its_value_is_a_usage_error(args, message):
+    done = subprocess.run([str(REPO / "run_all.sh"), *args], cwd=REPO, env=_env(REPO), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr and "unbound variable" not in done.stderr
+    assert "--params  an experiment spec" in done.stderr  # the usage follows
+
+
+def test_a_params_path_that_does_not_exist_is_refused():
+    """Not replaced by the spec of the same name in data/experiments/ (a bare name is looked for there)."""
+    done = subprocess.run([str(REPO / "run_all.sh"), "--plan", "--params", "nowhere/embedded-cpu.yaml"], cwd=REPO,
+                          env=_env(REPO), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no spec file nowhere/embedded-cpu.yaml" in done.stderr and "embedded-cpu.yaml" in done.stderr
+    assert not done.stdout
