@@ -83,6 +83,7 @@ mapfile -t notebooks <<< "$listing"
 # results and figures folders once every notebook has ended
 results_out="${LADE_RESULTS_DIR:-$PWD/data/results}" figures_out="${LADE_FIGURES_DIR:-$PWD/figures}"
 "$venv/bin/python" -m lab.staging begin build/run "$results_out" "$figures_out"
+export LADE_COMMAND="$command_line"  # each results file's provenance records the command and the notebook
 
 failed=() total=$SECONDS
 : > build/notebooks/run_times.tsv  # notebook<TAB>seconds, as each ends (lab.run_times records a default run's)
@@ -90,6 +91,7 @@ for i in "${!notebooks[@]}"; do
     name="${notebooks[$i]}" start=$SECONDS
     printf '[%d/%d] %s ... ' "$((i + 1))" "${#notebooks[@]}" "$name"
     LADE_RESULTS_DIR="$PWD/build/run/results" LADE_FIGURES_DIR="$PWD/build/run/figures" \
+        LADE_NOTEBOOK="notebooks/$name.ipynb" \
         "$venv/bin/papermill" "notebooks/$name.ipynb" "build/notebooks/$name.ipynb" -k lade --cwd notebooks \
             -f "build/notebooks/$name.params.yaml" >"build/notebooks/$name.log" 2>&1 &
     child=$!

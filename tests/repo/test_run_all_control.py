@@ -1,6 +1,7 @@
 """./run_all.sh cannot run the wrong thing: one run per checkout (a second is refused, naming the first), Ctrl-C and
 SIGTERM stop a run at once and publish nothing from it, a run that ends copies what its notebooks wrote into the
-results and figures folders, and bad command lines are refused before any work.
+results and figures folders with the command and notebook in each results file's provenance, and bad command lines
+are refused before any work.
 
 The runs use a sandbox checkout (a copy of lab/ and run_all.sh; the repo's notebooks, data and lade linked in) whose
 spec runs one small notebook that writes a results file, then a heartbeat file every 0.1 s for `seconds`, then a
@@ -164,7 +165,11 @@ def test_sigterm_stops_a_run_publishing_nothing_and_the_next_run_publishes_its_o
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"[1/1] {NOTEBOOK} ... ok" in done.stdout
     assert (sandbox / "figures" / "quick" / "zz_sleep.png").read_bytes() == b"png"
-    assert (sandbox / "data" / "results" / "quick" / "sleep.jsonl").is_file()
+    from lab.results import load_results
+
+    prov = load_results(sandbox / "data" / "results" / "quick" / "sleep.jsonl").attrs["provenance"]
+    assert prov["command"] == "./run_all.sh --params data/experiments/brief.yaml --quick"
+    assert prov["notebook"] == f"notebooks/{NOTEBOOK}.ipynb"
 
 
 
