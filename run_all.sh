@@ -9,52 +9,108 @@
 #             --model/--device/--dtype/--quick override them
 #   --plan    print every notebook x model x dataset x method x dtype x device the spec would run, the weights it
 #             needs and whether they are here, and the estimated time; run nothing (exit 3 if weights are missing)
-# LADE_SKIP_SETUP=1 skips set-up (for callers that ran it, e.g. the tests); LADE_VENV: the environment (default .venv).
+# Exit: 0 done, 1 a notebook failed, 2 bad option or spec, 3 missing weights, 4 another run holds this checkout,
+# 130/143 interrupted (SIGINT/SIGTERM). LADE_SKIP_SETUP=1 skips set-up; LADE_VENV: the environment (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")"
 export LADE_CACHE="${LADE_CACHE:-$PWD/.cache}"  # models and latency profiles in the checkout (lade's default: ~/.cache/lade)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the lab wing for the kernels (set-up's .pth does it too)
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+command_line="./run_all.sh$(printf ' %q' "$@")"
 spec=data/experiments/embedded-cpu.yaml plan=0 options=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --params) spec="$2"; shift 2 ;;
+        --params|--model|--device|--dtype|--only)
+            if [[ $# -lt 2 || -z "$2" || "$2" == --* ]]; then
+                echo "run_all.sh: $1 needs a value" >&2; usage 2 >&2
+            fi
+            if [[ $1 == --params ]]; then spec="$2"; else options+=("$1" "$2"); fi
+            shift 2 ;;
         --plan) plan=1; shift ;;
         --quick) options+=(--quick); shift ;;
-        --model|--device|--dtype|--only) options+=("$1" "$2"); shift 2 ;;
         -h|--help) usage ;;
-        *) echo "unknown option: $1" >&2; usage 2 ;;
+        *) echo "unknown option: $1" >&2; usage 2 >&2 ;;
     esac
 done
 venv="${LADE_VENV:-.venv}"
-[[ "${LADE_SKIP_SETUP:-0}" == 1 ]] || scripts/setup.sh --no-model
 
-if [[ $plan == 1 ]]; then
+if [[ $plan == 1 ]]; then  # writes nothing: may run beside a run
+    [[ "${LADE_SKIP_SETUP:-0}" == 1 ]] || scripts/setup.sh --no-model
     exec "$venv/bin/python" -m lab.plan show "$spec" "${options[@]}"
 fi
 
+# one run per checkout: the parameter files, the staged outputs and the published notebooks are this checkout's
+# (the lock is held by this shell's file descriptor 9 and released when the run ends, however it ends)
+mkdir -p build
+exec 9>>build/run_all.lock
+take_lock() {  # flock(1) of util-linux, else the same flock(2) through Python (macOS)
+    if command -v flock >/dev/null; then flock -n 9
+    else "${LADE_PYTHON:-python3}" -c 'import fcntl; fcntl.flock(9, fcntl.LOCK_EX | fcntl.LOCK_NB)' 2>/dev/null; fi
+}
+if ! take_lock; then
+    echo "run_all.sh: another run holds this checkout ($(cat build/run_all.lock)); wait for it to end, stop it" \
+         "(kill -INT <pid>), or run in another checkout (git worktree add)" >&2
+    exit 4
+fi
+printf 'pid %d, %s, spec %s, started %s' "$$" "$command_line" "$spec" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    > build/run_all.lock
+
+# Ctrl-C (SIGINT) or SIGTERM: stop the notebook now (papermill, and its kernel), publish nothing, exit 130/143
+child=""
+interrupted() {
+    trap - INT TERM
+    if [[ -n $child ]]; then
+        kill -TERM $child $(pgrep -P "$child" 2>/dev/null) 2>/dev/null || true
+        wait "$child" 2>/dev/null || true
+    fi
+    echo "" >&2
+    echo "run_all: interrupted ($1); nothing published: this run's outputs stay in build/run/" >&2
+    exit "$2"
+}
+trap 'interrupted SIGINT 130' INT
+trap 'interrupted SIGTERM 143' TERM
+
+[[ "${LADE_SKIP_SETUP:-0}" == 1 ]] || scripts/setup.sh --no-model
+
 # the spec resolved per notebook; stops here (exit 2 or 3, with the reason) on a bad spec or missing weights
-mkdir -p build/notebooks figures
+mkdir -p build/notebooks
 rm -f build/notebooks/*.params.yaml
 listing="$("$venv/bin/python" -m lab.plan prepare "$spec" --out build/notebooks "${options[@]}")"
 mapfile -t notebooks <<< "$listing"
+
+# the notebooks write into build/run/ (lab.staging); what the notebooks that succeeded wrote is copied to the
+# results and figures folders once every notebook has ended
+results_out="${LADE_RESULTS_DIR:-$PWD/data/results}" figures_out="${LADE_FIGURES_DIR:-$PWD/figures}"
+"$venv/bin/python" -m lab.staging begin build/run "$results_out" "$figures_out"
+export LADE_COMMAND="$command_line"  # each results file's provenance records the command and the notebook
 
 failed=() total=$SECONDS
 : > build/notebooks/run_times.tsv  # notebook<TAB>seconds, as each ends (lab.run_times records a default run's)
 for i in "${!notebooks[@]}"; do
     name="${notebooks[$i]}" start=$SECONDS
     printf '[%d/%d] %s ... ' "$((i + 1))" "${#notebooks[@]}" "$name"
-    if "$venv/bin/papermill" "notebooks/$name.ipynb" "build/notebooks/$name.ipynb" -k lade --cwd notebooks \
-            -f "build/notebooks/$name.params.yaml" >"build/notebooks/$name.log" 2>&1; then
+    LADE_RESULTS_DIR="$PWD/build/run/results" LADE_FIGURES_DIR="$PWD/build/run/figures" \
+        LADE_NOTEBOOK="notebooks/$name.ipynb" \
+        "$venv/bin/papermill" "notebooks/$name.ipynb" "build/notebooks/$name.ipynb" -k lade --cwd notebooks \
+            -f "build/notebooks/$name.params.yaml" >"build/notebooks/$name.log" 2>&1 &
+    child=$!
+    status=0
+    wait "$child" || status=$?
+    child=""
+    if [[ $status == 0 ]]; then
         echo "ok ($((SECONDS - start)) s)"
         printf '%s\t%d\n' "$name" "$((SECONDS - start))" >> build/notebooks/run_times.tsv
+        "$venv/bin/python" -m lab.staging notebook build/run "$name" ok
     else
         echo "FAILED ($((SECONDS - start)) s); last lines of build/notebooks/$name.log:"
         tail -15 "build/notebooks/$name.log" | sed 's/^/    /'
         failed+=("$name")
+        "$venv/bin/python" -m lab.staging notebook build/run "$name" failed
     fi
 done
+trap '' INT TERM  # from here on the run finishes what it publishes
+"$venv/bin/python" -m lab.staging finish build/run
 
 echo "run_all: ${#notebooks[@]} notebook(s) of $(basename "$spec") in $((SECONDS - total)) s; figures in figures/"
 if [[ ${#failed[@]} -gt 0 ]]; then

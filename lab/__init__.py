@@ -8,6 +8,7 @@ Needs the packages of requirements.lock (scripts/setup.sh installs them; the `la
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 REQUIRED = ("datasets", "pandas", "matplotlib", "seaborn", "scipy", "gguf", "yaml")
 
@@ -17,3 +18,7 @@ if _missing:
         f"lab (the research harness) needs {', '.join(_missing)}: install requirements.lock "
         "(scripts/setup.sh does; the decoder itself, `import lade`, needs only torch and transformers)"
     )
+
+# tqdm.auto, imported by huggingface_hub (so by transformers), warns where ipywidgets is missing, as in a notebook run
+# by papermill; the lab's own bars are off there (lab.timing.progress_bar), so that warning is stderr noise
+warnings.filterwarnings("ignore", message="IProgress not found")

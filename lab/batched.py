@@ -34,7 +34,6 @@ from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from lade.api import generate as lade_generate
 from lade.device import synchronize
@@ -47,7 +46,7 @@ from .prompts import SPEC_BENCH_TASKS, encode_prompt, load_prompts
 from .provenance import model_record, provenance
 from .results import report
 from .stats import summarize_runs
-from .timing import ForwardTimer
+from .timing import ForwardTimer, progress_bar
 
 SETS = ("mt_bench", "humaneval", "spec_bench")
 BATCH_SIZES = (1, 2, 4, 8, 16)
@@ -256,7 +255,7 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
     if latency is None:
         measure_row_profiles(model, everything, [len(chunk) for _, _, chunk in batches])
     records = []
-    for turn, (size, k, chunk) in enumerate(tqdm(batches, disable=not progress, desc="batches", unit="batch")):
+    for turn, (size, k, chunk) in enumerate(progress_bar(batches, show=progress, desc="batches", unit="batch")):
         ids, mask = left_pad([p.ids for p in chunk], pad)  # [B, P], [B, P]
         order = rotated(everything, turn)
         runs = {m.name: _generate(model, m, ids.to(device), mask.to(device), gen_kwargs, latency) for m in order}

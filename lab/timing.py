@@ -1,6 +1,6 @@
-"""Timing in the research harness: `timed` (one call, wall time with device synchronisation) and the one timed
+"""Timing in the research harness: `timed` (one call, wall time with device synchronisation), the one timed
 generate call, forward calls counted and timed by hooks on the model (so plain generate, prompt lookup and lade are
-measured alike)."""
+measured alike), and `progress_bar` for the loops that run them."""
 
 from __future__ import annotations
 
@@ -10,12 +10,19 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import torch
+from tqdm import tqdm
 
 from lade.api import generate as lade_generate
 from lade.config import LookaheadConfig
 from lade.device import synchronize
 
 T = TypeVar("T")
+
+
+def progress_bar(iterable: Any = None, *, show: bool = True, **kwargs: Any) -> tqdm:
+    """tqdm's text bar on a terminal (`show=False`: never); off where stderr is not a terminal, e.g. a notebook run by
+    papermill, where a bar and tqdm.auto's missing-widgets warning would be stderr noise in the executed notebook."""
+    return tqdm(iterable, disable=None if show else True, **kwargs)
 
 
 def timed(fn: Callable[..., T], *args: Any, device: torch.device | None = None, **kwargs: Any) -> tuple[T, float]:

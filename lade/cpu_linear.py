@@ -3,8 +3,9 @@
 A decoding step of a few tokens is bound by reading the weights. PyTorch's default fp32 CPU linear (MKL) runs a
 matrix-vector product for one token but a general product, with its own packing pass over the weights, for a few
 tokens, so a step of 2 to 16 tokens costs far more than a step of one. oneDNN with weights packed once ahead of
-time (what torch.compile's CPU freezing and IPEX do) costs about the same for 1 to 16 rows, and each row's result
-does not depend on how many rows the step feeds. `pack_cpu_linears(model)` switches every plain nn.Linear of a CPU
+time (what torch.compile's CPU freezing and IPEX do) costs about the same for 1 to 16 rows, and with oneDNN's AVX2
+and AVX-512 kernels each row's result does not depend on how many rows the step feeds (oneDNN's choice for the CPU
+at hand: tests/core/test_cpu_linear.py measures it). `pack_cpu_linears(model)` switches every plain nn.Linear of a CPU
 fp32 model to it, in place and explicitly; plain decoding of the packed model is then as fast as or faster than
 before, so benchmarks compare lookahead and plain decoding on the same packed model.
 

@@ -19,19 +19,22 @@ def _executed(repo: str) -> dict:
                  "metadata": {"tags": ["parameters"], "papermill": timing, "execution": {"iopub.status.idle": "t"}},
                  "outputs": [{"output_type": "stream", "name": "stderr", "text": ["\r", "bench: 10%| 1/10 [00:05<]"]},
                              {"output_type": "stream", "name": "stderr", "text": ["a warning\n"]},
-                             {"output_type": "stream", "name": "stdout", "text": [f"saved: {repo}/figures/a.png\n"]}]},
+                             {"output_type": "stream", "name": "stdout", "text": [f"saved: {repo}/figures/a.png\n"]},
+                             {"output_type": "stream", "name": "stdout",
+                              "text": [f"saved: {repo}/build/run/figures/b.png {repo}/build/run/results/b.csv\n"]}]},
             ]}
 
 
 def test_clean_drops_timings_paths_and_progress_bars_and_keeps_the_rest():
     """What a reader needs stays (outputs, warnings, tags); what differs between two runs of the same code on the
-    same results goes (papermill and kernel timestamps, the checkout's path, progress bars), so a re-run that
-    changes nothing leaves the committed notebook unchanged."""
+    same results goes (papermill and kernel timestamps, the checkout's path, progress bars, the staged folders
+    run_all.sh ran it on), so a re-run that changes nothing leaves the committed notebook unchanged."""
     out = publish.clean(_executed("/home/me/lade"), "/home/me/lade")
     assert "papermill" not in out["metadata"] and out["metadata"]["kernelspec"] == {"name": "lade"}
     cell = out["cells"][1]
     assert cell["metadata"] == {"tags": ["parameters"]} and cell["execution_count"] == 1
-    assert [o["text"] for o in cell["outputs"]] == [["a warning\n"], ["saved: figures/a.png\n"]]
+    assert [o["text"] for o in cell["outputs"]] == [["a warning\n"], ["saved: figures/a.png\n"],
+                                                   ["saved: figures/b.png data/results/b.csv\n"]]
 
 
 def test_publish_stamps_the_results_commit(tmp_path, monkeypatch):

@@ -44,19 +44,26 @@ def first_shape_disagreement(model, ids, mask, new_tokens: int = 24) -> int | No
     return None if bool(same.all()) else int((~same).nonzero()[0])
 
 
-def test_int8_smollm2_disagrees_with_itself_across_forward_shapes(smollm2):
-    """Why lade is not asserted token-identical on SmolLM2 in bitsandbytes 8-bit: plain transformers does not
-    agree with itself there. Feeding the greedy sequence in one forward changes the argmax at a generated
-    position (8-bit with and without outlier decomposition; HumanEval/1 within its first 24 tokens),
-    so no decoder that feeds several tokens per forward, lookahead or transformers' own prompt lookup, can
-    reproduce plain greedy token for token. fp32 agrees (and lade is exact there: the tests above)."""
+def test_int8_smollm2_consistency_across_forward_shapes_is_measured(smollm2, record_property):
+    """Why lade is not asserted token-identical on SmolLM2 in bitsandbytes 8-bit: whether plain transformers agrees
+    with itself there depends on the CPU. Where feeding the greedy sequence in one forward changes the argmax at a
+    generated position (on an AMD EPYC, 8-bit with and without outlier decomposition, HumanEval/1 within its first 24
+    tokens), no decoder that feeds several tokens per forward, lookahead or transformers' own prompt lookup, can
+    reproduce plain greedy token for token; on an Intel Xeon with AVX-512/AMX it agrees. That is bitsandbytes' and
+    oneDNN's kernel choice, not lade's, so the first disagreement (None: none in 24 tokens) is measured and reported
+    (printed, and as properties of the test in pytest's JUnit XML), never asserted; fp32's own consistency too. lade's
+    fp32 exactness is asserted by the tests above."""
     from transformers import BitsAndBytesConfig
 
     _, tokenizer = smollm2
     prompts = [encode_chat(tokenizer, load_prompts("humaneval")[1]["prompt"])]
-    assert all(first_shape_disagreement(smollm2[0], ids, mask) is None for ids, mask in prompts)
+    found = {"fp32": [first_shape_disagreement(smollm2[0], ids, mask) for ids, mask in prompts]}
     for threshold in (6.0, 0.0):
         int8, _ = load_model("embedded", quantization_config=BitsAndBytesConfig(load_in_8bit=True,
                                                                                  llm_int8_threshold=threshold))
-        found = [first_shape_disagreement(int8, ids, mask) for ids, mask in prompts]
-        assert any(f is not None for f in found), f"int8 (threshold {threshold}) agrees with itself now: {found}"
+        found[f"int8 threshold {threshold}"] = [first_shape_disagreement(int8, ids, mask) for ids, mask in prompts]
+    cpu = torch.backends.cpu.get_cpu_capability()
+    for name, positions in found.items():
+        print(f"{name} ({cpu}): first position where one forward disagrees with incremental greedy: {positions}")
+        record_property(f"first_disagreement {name}", positions)
+        assert all(p is None or 0 <= p < 24 for p in positions)

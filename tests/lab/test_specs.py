@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from lab.models import locate_weights
@@ -111,10 +112,31 @@ def _write_spec(tmp_path, **content) -> Path:
     ({"per_notebook": {"01_mt_bench_speedup": {"temperatures": [1]}}}, "not parameters of that notebook"),
     ({"notebooks": ["06_ablation"], "models": [{"name": "a", "path": "x"}, {"name": "b", "path": "y"}]},
      "measures one model"),
+    ({"n_prompts": "ten"}, "n_prompts: 'ten' is not an integer \\(01_mt_bench_speedup's default: 10\\)"),
+    ({"n_prompts": -3}, "n_prompts: -3 is not an integer >= 1"),
+    ({"n_prompts": 2.5}, "n_prompts: 2.5 is not an integer"),
+    ({"quick": "yes"}, "quick: 'yes' is not true or false"),
+    ({"prompt_format": "chatt"}, "prompt_format 'chatt' is not one of \\('auto', 'chat'"),
+    ({"device": "gpu"}, "device 'gpu': use one of \\('cpu', 'cuda', 'mps'\\)"),
+    ({"notebooks": ["05_sampling"], "temperatures": [1.0, "hot"]}, "is not a list whose items are each a number"),
+    ({"notebooks": ["09_batches"], "batch_sizes": [0, 2]}, "is not a list whose items are each an integer >= 1"),
+    ({"notebooks": ["01_mt_bench_speedup", "02_humaneval_speedup"], "headline_prompts": "all"},
+     "is not an integer or a mapping"),
+    ({"per_notebook": {"01_mt_bench_speedup": {"max_new_tokens": "128"}}},
+     "per_notebook 01_mt_bench_speedup: max_new_tokens: '128' is not an integer"),
 ])
 def test_bad_specs_are_refused_with_what_to_change(tmp_path, content, message):
     with pytest.raises(SpecError, match=message):
         load_spec(_write_spec(tmp_path, **content))
+
+
+def test_a_spec_is_a_file_or_the_bare_name_of_one_in_data_experiments(tmp_path):
+    """A bare name is looked for in data/experiments/; a path that does not exist is refused, never replaced by the
+    spec of the same name there."""
+    assert load_spec("embedded-cpu.yaml").path == DEFAULT_SPEC
+    for missing in (tmp_path / "embedded-cpu.yaml", Path("nowhere/embedded-cpu.yaml"), Path("nope.yaml")):
+        with pytest.raises(SpecError, match=f"no spec file {missing}; specs in data/experiments"):
+            load_spec(missing)
 
 
 @pytest.mark.parametrize("name", ["../notebooks/01_mt_bench_speedup", "./01_mt_bench_speedup",
@@ -187,8 +209,10 @@ def test_weights_are_found_by_folder_name_under_lade_models(tmp_path, monkeypatc
     found = locate_weights("codellama/CodeLlama-7b-hf")
     assert found.present and found.source == str(tmp_path / "CodeLlama-7b-hf")
     assert locate_weights("embedded").present
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    assert locate_weights("someone/not-here").obtainable  # online: downloaded when the run starts
+    monkeypatch.delenv("HF_HUB_OFFLINE")  # online: downloaded when the run starts, if the Hub serves it now
+    assert locate_weights("someone/not-here", hub_check=lambda _: None).obtainable
+    refused = locate_weights("someone/not-here", hub_check=lambda _: "the Hub is not reachable from this machine")
+    assert not refused.obtainable and "not downloadable: the Hub is not reachable" in refused.where
 
 
 def test_missing_weights_message_names_spec_models_and_folders(tmp_path, monkeypatch):
@@ -258,6 +282,45 @@ def test_plan_lists_the_runs_and_stops_on_missing_weights(tmp_path):
     assert stopped.returncode == 3 and "not on this machine" in stopped.stderr and "[1/" not in stopped.stdout
 
 
+def test_a_model_the_hub_does_not_serve_here_is_refused_before_any_notebook():
+    """Online (HF_HUB_OFFLINE unset), a Hub id neither here nor served by the Hub now (no network here; no such
+    model where there is one) stops --plan and the run with exit 3, not inside notebook 01."""
+    for args in (["--plan"], []):
+        done = run_all(*args, "--only", "01_mt_bench_speedup", "--model", "lade-tests/no-such-model-57",
+                       env={"HF_HUB_OFFLINE": "0"})
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "no-such-model-57 (lade-tests/no-such-model-57)" in done.stderr and "not downloadable" in done.stderr
+        assert "[1/" not in done.stdout
+
+
+def test_a_device_this_torch_cannot_use_is_refused_with_what_to_install():
+    """A spec (or --device) on cuda with a CPU build of torch stops --plan and the run with exit 3 and names the
+    GPU lock; the message names each device and its notebooks (the check is injectable, so both sides are tested
+    on any machine)."""
+    from lab.plan import device_problem, missing_devices_message
+
+    assert device_problem("cpu") is None
+    resolved = resolve(load_spec(DEFAULT_SPEC), only=["05_sampling", "06_ablation"], device="cuda:1")
+    message = missing_devices_message(resolved, problem=lambda d: f"no {d} here")
+    assert message == "spec embedded-cpu.yaml: device cuda:1 (05_sampling, 06_ablation): no cuda:1 here"
+    assert missing_devices_message(resolved, problem=lambda d: None) is None
+    if torch.version.cuda is None and torch.version.hip is None:  # this torch is a CPU build
+        assert "requirements-gpu.lock" in device_problem("cuda")
+        done = run_all("--plan", "--only", "05_sampling", "--device", "cuda")
+        assert done.returncode == 3 and "device cuda (05_sampling): this torch" in done.stderr, done.stderr
+        assert "requirements-gpu.lock" in done.stderr
+    else:
+        print(f"torch {torch.__version__} is a GPU build: device_problem('cuda') = {device_problem('cuda')!r}")
+
+
+def test_badly_typed_spec_values_stop_plan_and_run_with_the_same_message(tmp_path):
+    spec = _write_spec(tmp_path, n_prompts="ten")
+    for args in (["--plan"], []):
+        done = run_all(*args, "--params", str(spec))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "spec.yaml: n_prompts: 'ten' is not an integer" in done.stderr and "[1/" not in done.stdout
+
+
 def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys):
     """The same plan (lab.plan show, what `run_all.sh --plan` runs; called in-process) with every model's weights
     in place."""
@@ -268,7 +331,8 @@ def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys)
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(LLAMA_7B_CONFIG))
     monkeypatch.setenv("LADE_MODELS", str(tmp_path))
-    assert plan_main(["show", str(REPO / "data/experiments/blog-a100-codellama.yaml")]) == 0, capsys.readouterr().err
+    spec = str(REPO / "data/experiments/blog-a100-codellama.yaml")  # on the CPU: this torch may be a CPU build
+    assert plan_main(["show", spec, "--device", "cpu"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "MISSING" not in out and " NO " not in out and "present" in out
 

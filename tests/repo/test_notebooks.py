@@ -102,11 +102,46 @@ def _kernel() -> str:
     pytest.skip(f"Jupyter kernel 'lade' is not registered for {sys.executable} (./run_all.sh registers it)")
 
 
+def stderr_outputs(notebook: Path) -> list[str]:
+    """The text of every stderr stream an executed notebook shows (warnings, progress bars)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return ["".join(o["text"]) for c in cells for o in c.get("outputs", []) if o.get("name") == "stderr"]
+
+
+def test_a_notebook_run_by_papermill_shows_no_stderr_and_whole_tables(tmp_path):
+    """The lab's progress bars and imports write nothing to stderr under papermill (no bars, no tqdm warning about
+    missing widgets), and after the notebooks' set-up (figures.setup_style) a wide table is shown whole: every
+    column, unwrapped."""
+    source = ("import pandas as pd\n"
+              "from lab import experiments, figures as fg\n"
+              "from lab.timing import progress_bar\n"
+              "fg.setup_style()\n"
+              "for _ in progress_bar(range(3), desc='bench'):\n"
+              "    pass\n"
+              "pd.DataFrame({f'a_long_column_name_{i}': [1 / 3, 2 / 3] for i in range(24)})")
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {}, "outputs": [],
+                           "source": source}],
+                "metadata": {"kernelspec": {"name": "lade", "display_name": "lade", "language": "python"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "small.ipynb").write_text(json.dumps(notebook))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "papermill", str(tmp_path / "small.ipynb"),
+                           str(tmp_path / "out.ipynb"), "-k", _kernel(), "--cwd", str(REPO / "notebooks"),
+                           "--no-progress-bar"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert stderr_outputs(tmp_path / "out.ipynb") == []
+    [output] = json.loads((tmp_path / "out.ipynb").read_text())["cells"][0]["outputs"]
+    table = "".join(output["data"]["text/plain"])
+    assert "..." not in table and "\\" not in table and len(table.splitlines()) == 3  # header and two rows
+    assert "a_long_column_name_23" in table and "0.333" in table and "0.3333" not in table
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_notebook_replots_from_its_committed_results(replotted, name):
     """Its figures are written, non-empty, from the committed results, which re-plotting leaves as they were; those
-    results match their schema and carry provenance."""
+    results match their schema and carry provenance; the executed notebook shows nothing on stderr."""
+    assert stderr_outputs(replotted / f"{name}.ipynb") == [], name
     for figure in FIGURES[name]:
         for suffix in SUFFIXES:
             path = replotted / "figures" / f"{figure}{suffix}"

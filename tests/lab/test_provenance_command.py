@@ -1,0 +1,33 @@
+"""Provenance names what wrote a results file: the command (run_all.sh's command line and the notebook it ran, else
+the process's own argv) and the installed lade (distribution lade-decoding)."""
+
+import json
+import shlex
+import subprocess
+import sys
+from importlib.metadata import version
+
+from lab import provenance as pv
+
+
+def test_provenance_records_the_installed_lade_and_the_command(monkeypatch):
+    monkeypatch.delenv("LADE_COMMAND", raising=False)
+    monkeypatch.delenv("LADE_NOTEBOOK", raising=False)
+    prov = pv.provenance()
+    assert prov["packages"]["lade"] == version("lade-decoding") and prov["packages"]["torch"]
+    assert (prov["command"], prov["notebook"]) == (shlex.join(sys.orig_argv), None)
+    monkeypatch.setenv("LADE_COMMAND", "./run_all.sh --only 06_ablation")  # as run_all.sh exports them
+    monkeypatch.setenv("LADE_NOTEBOOK", "notebooks/06_ablation.ipynb")
+    prov = pv.provenance()
+    assert (prov["command"], prov["notebook"]) == ("./run_all.sh --only 06_ablation", "notebooks/06_ablation.ipynb")
+
+
+def test_a_script_records_its_own_command_line(tmp_path):
+    """`python -m MODULE ARGS` (how lab's experiment scripts run) is recorded as invoked, arguments included."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(pv.REPO)}
+    done = subprocess.run([sys.executable, "-c", "import json, lab.provenance as p; print(json.dumps(p.command()))",
+                           "--batch-sizes", "2,4"], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, check=True)
+    argv, notebook = json.loads(done.stdout)
+    assert argv.startswith(shlex.quote(sys.executable) + " -c ") and argv.endswith(" --batch-sizes 2,4")
+    assert notebook is None
