@@ -249,33 +249,43 @@ def power(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_plot(samples: pd.DataFrame, heading: str) -> plt.Figure:
-    """Left: each joint test's p-value (log scale) per setting for the plain control, lade and lade auto, against
-    the check's level. Right: the per-position marginal tests' p-values against theirs. Subtitle: n and compression."""
+    """Left: each joint test's p-value (as -log10 p) per setting for the plain control, lade and lade auto, against
+    the check's level. Right: the per-position marginal tests' p-values against theirs. Subtitle: n, compression and
+    (with biased runs) the power in the first setting."""
     joint, marginal = joint_tests(samples), marginal_tests(samples)
     colours = dict(zip(TESTED, (PUBLISHED, MEASURED, OKABE_ITO[2])))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    samplers = [s for s in TESTED if s in set(joint["sampler"])]
     settings = list(joint["setting"].unique())
-    for i, sampler in enumerate(s for s in TESTED if s in set(joint["sampler"])):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
+    for i, sampler in enumerate(samplers):
+        shift = i - (len(samplers) - 1) / 2
         rows = joint[joint["sampler"] == sampler].set_index("setting").loc[settings]
-        xs = np.arange(len(settings)) + (i - 1) * 0.22
-        axes[0].bar(xs, -np.log10(rows["pvalue"].clip(lower=1e-300)), width=0.2, color=colours[sampler],
-                    label=f"{sampler} (compression {', '.join(f'{c:.2f}' for c in rows['compression'])})")
+        axes[0].bar(np.arange(len(settings)) + 0.22 * shift, -np.log10(rows["pvalue"].clip(lower=1e-300)),
+                    width=0.2, color=colours[sampler], label=sampler)
         for (setting, block), marker in zip(marginal[marginal["sampler"] == sampler].groupby("setting", sort=False),
                                             "os^D"):
-            axes[1].plot(block["position"] + (i - 1) * 0.12, -np.log10(block["pvalue"].clip(lower=1e-300)), marker,
+            axes[1].plot(block["position"] + 0.1 * shift, -np.log10(block["pvalue"].clip(lower=1e-300)), marker,
                          ls="-", lw=0.8, color=colours[sampler], label=f"{sampler}: {setting}")
     for ax, table in ((axes[0], joint), (axes[1], marginal)):
         ax.axhline(-np.log10(table["level"].iloc[0]), color="0.1", ls="--", lw=1.1,
-                   label=f"{table['test'].iloc[0]} tests' level: ALPHA = {ALPHA:g} / {len(table)} tests")
-        ax.set(ylim=(0, None), ylabel="-log10 p-value (higher: stronger evidence of a difference)")
+                   label=f"{table['test'].iloc[0]} tests' level ({ALPHA:g} / {len(table)} tests)")
+        ax.set(ylim=(0, None), ylabel="-log10 p")
+    axes[0].set_ylabel("-log10 p (higher: more evidence of a difference)")
     axes[0].set_xticks(np.arange(len(settings)), settings)
-    axes[0].set(title="joint law of whole continuations (G-test vs plain)")
+    axes[0].set(title="whole continuations (G-test vs plain)")
+    axes[1].set_xticks(sorted(marginal["position"].unique()))
     axes[1].set(xlabel="generated token position", title="per-position marginals (G-test vs plain)")
-    n = int(joint["n"].iloc[0])
     k = samples["tokens"].iloc[0].count(" ") + 1
+    lade_rows = joint[joint["sampler"] != CONTROL]
+    compressions = "; ".join(f"{r.sampler} {r.compression:.2f} ({r.setting})" for r in lade_rows.itertuples())
+    power_rows = power(samples)
+    found = "; ".join(f"{r.test} {r.rejections} of {r.replicates}" for r in power_rows.itertuples()
+                      if r.setting == settings[0])
+    power_line = f"\npower: biased verifier rejected ({settings[0]}, n = {power_rows['n'].iloc[0]}): {found}" \
+        if found else ""
     legend_below(fig, [axes[0], axes[1]], ncol=3)
-    fig.suptitle(f"{heading}\nn = {n} continuations of {k} tokens per sampler and setting; lade's compression "
-                 f"(new tokens per forward) in the legend")
+    fig.suptitle(f"{heading}\nn = {int(joint['n'].iloc[0])} continuations of {k} tokens per sampler and setting\n"
+                 f"compression (new tokens per forward): {compressions}{power_line}")
     return fig
 
 
