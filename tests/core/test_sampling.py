@@ -10,7 +10,7 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 import lade
 import lade.decoding
-from distribution import BiasedStrategy
+from distribution import BiasedStrategy, drafts_often_accepted
 from lade.cost import LatencyProfile, latency_profile
 from lade.model_call import ModelCall
 from lade.rows import left_pad
@@ -32,16 +32,7 @@ SETTINGS = {  # (generate kwargs, config): temperature with a prefix-dependent p
 
 @pytest.fixture(scope="module")
 def small():
-    """A tiny Llama over 12 tokens with sharpened logits, and a prompt it sampled itself, so that the prompt's
-    n-grams (the drafts) are likely continuations and several drafts are often accepted in one step."""
-    model = tiny_model("llama", "sdpa", vocab_size=VOCAB)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
-    torch.manual_seed(0)
-    start = torch.tensor([[3, 4, 5]])
-    ids = model.generate(start, attention_mask=torch.ones_like(start), do_sample=True, max_new_tokens=45,
-                         eos_token_id=None, top_k=0)
-    return model, ids
+    return drafts_often_accepted(VOCAB)
 
 
 def prepared(model, ids, **gen_kw):

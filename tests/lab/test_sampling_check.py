@@ -7,8 +7,8 @@ import json
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-import torch
 
+from distribution import drafts_often_accepted
 from lab import sampling_check as sc
 from lab.results import load_results
 from tiny_models import char_tokenizer, tiny_model
@@ -19,15 +19,8 @@ TOKENS = 4  # were when this test was written; 5 of 10 at n = 800)
 
 @pytest.fixture(scope="module")
 def samples():
-    """A tiny Llama over 12 tokens with sharpened logits and a prompt it sampled itself (its n-grams are likely
-    continuations, so drafts are often accepted), checked at T = 0.7 with one biased replicate."""
-    model = tiny_model("llama", "sdpa", vocab_size=12)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
-    torch.manual_seed(0)
-    start = torch.tensor([[3, 4, 5]])
-    ids = model.generate(start, attention_mask=torch.ones_like(start), do_sample=True, max_new_tokens=45,
-                         eos_token_id=None, top_k=0)
+    """distribution.drafts_often_accepted's model and prompt, checked at T = 0.7 with one biased replicate."""
+    model, ids = drafts_often_accepted(12)
     setting = sc.Setting("tiny, T=0.7", tuple(ids[0].tolist()), 0.7)
     return sc.sample_check(model, None, sc.Size(POWER_N, TOKENS, 1, 250), (setting,), config="3,3,4",
                            biased="distribution:BiasedStrategy", auto=False, progress=False)
@@ -82,7 +75,7 @@ def test_figure_shows_both_views(samples):
 
 
 def test_cli_writes_rows_with_provenance(tmp_path, monkeypatch):
-    """The quick size end to end on a tiny model saved as a local folder (lade auto times it into a cache of its own)."""
+    """The quick size end to end on a tiny model saved as a local folder (lade auto times it into its own cache)."""
     folder = tmp_path / "tiny"
     tiny_model("llama", "sdpa").save_pretrained(folder)
     char_tokenizer().save_pretrained(folder)
