@@ -248,6 +248,21 @@ def power(samples: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(POWER_COLUMNS))
 
 
+def findings(samples: pd.DataFrame) -> list[str]:
+    """The check's result as Markdown bullets, computed from its rows: each joint test against its level, the
+    marginals' rejections, and the power against BIASED_DEVIATION."""
+    joint, marginal, found = joint_tests(samples), marginal_tests(samples), power(samples)
+    lines = [f"- {r.setting}, {r.sampler} (compression {r.compression:.2f}, n = {r.n}): joint G-test p = "
+             f"{r.pvalue:.3g} ({'REJECTED' if r.reject else 'passes'} at level {r.level:.2g})"
+             for r in joint.itertuples()]
+    lines.append(f"- per-position marginals: {int(marginal['reject'].sum())} of {len(marginal)} tests rejected at "
+                 f"level {marginal['level'].iloc[0]:.2g} each")
+    lines += [f"- power against {BIASED_DEVIATION} ({r.setting}, n = {r.n}): {r.test} tests rejected {r.rejections} of "
+              f"{r.replicates} replicates ({r.power:.0%}, 95% interval {r.power_low:.0%}-{r.power_high:.0%})"
+              for r in found.itertuples()]
+    return lines
+
+
 def check_plot(samples: pd.DataFrame, heading: str) -> plt.Figure:
     """Left: each joint test's p-value (as -log10 p) per setting for the plain control, lade and lade auto, against
     the check's level. Right: the per-position marginal tests' p-values against theirs. Subtitle: n, compression and
@@ -311,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 4):
         for table in (joint_tests(samples), marginal_tests(samples), power(samples)):
             print(table.to_string(index=False))
+    print("\n".join(findings(samples)))
 
 
 if __name__ == "__main__":

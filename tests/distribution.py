@@ -9,20 +9,6 @@ from scipy.stats import chisquare
 
 from lade.strategy import LocalStrategy
 from lade.verify import Acceptance
-from tiny_models import tiny_model
-
-
-def drafts_often_accepted(vocab: int):
-    """A tiny Llama over `vocab` tokens with sharpened logits, and a prompt [1, 48] it sampled itself, so that the
-    prompt's n-grams (the drafts) are likely continuations and several drafts are often accepted in one step."""
-    model = tiny_model("llama", "sdpa", vocab_size=vocab)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
-    torch.manual_seed(0)
-    start = torch.tensor([[3, 4, 5]])
-    ids = model.generate(start, attention_mask=torch.ones_like(start), do_sample=True, max_new_tokens=45,
-                         eos_token_id=None, top_k=0)
-    return model, ids
 
 
 def decoder_only(model) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -10,12 +10,12 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 import lade
 import lade.decoding
-from distribution import BiasedStrategy, drafts_often_accepted
+from distribution import BiasedStrategy
 from lade.cost import LatencyProfile, latency_profile
 from lade.model_call import ModelCall
 from lade.rows import left_pad
 from lade.sampling import position_noise, race
-from tiny_models import random_prompt, tiny_model
+from tiny_models import drafts_often_accepted, random_prompt, tiny_model
 
 VOCAB = 12  # small enough to enumerate every 3-token continuation (12^3 cells)
 NEW = 3

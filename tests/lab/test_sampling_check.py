@@ -8,10 +8,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from distribution import drafts_often_accepted
 from lab import sampling_check as sc
 from lab.results import load_results
-from tiny_models import char_tokenizer, tiny_model
+from tiny_models import char_tokenizer, drafts_often_accepted, tiny_model
 
 POWER_N = 2000  # continuations per sampler at which the biased verifier must be rejected (5 of 5 seeded replicates
 TOKENS = 4  # were when this test was written; 5 of 10 at n = 800)
@@ -40,6 +39,7 @@ def test_correct_samplers_pass_and_the_biased_verifier_is_rejected(samples):
     assert power[["test", "n", "replicates", "rejections"]].values.tolist() == [["joint", POWER_N, 1, 1],
                                                                                  ["marginal", POWER_N, 1, 1]]
     assert not sc.marginal_tests(samples)["reject"].any()
+    assert sum("rejected 1 of 1" in line for line in sc.findings(samples)) == 2
 
 
 def test_bins_are_fixed_by_the_pilot_alone(samples):
@@ -85,5 +85,6 @@ def test_cli_writes_rows_with_provenance(tmp_path, monkeypatch):
     rows = load_results(out)
     assert list(rows.columns) == list(sc.SAMPLE_COLUMNS)
     assert set(rows["sampler"]) == {sc.PILOT, sc.REFERENCE, sc.CONTROL, "lade", "lade auto"}
+    assert len(sc.joint_tests(rows)) == 3 and len(sc.findings(rows)) == 4  # the tests, recomputed from the file
     record = json.loads((tmp_path / "check.jsonl.provenance.json").read_text())["provenance"]
     assert "git_commit" in record and record["params"]["size"] == {**vars(sc.SIZES["quick"])}
