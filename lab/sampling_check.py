@@ -85,7 +85,7 @@ class Size:
     settings: int = len(SETTINGS)  # the first this many of SETTINGS
 
 
-SIZES = {"quick": Size(40, 6, 1, 20, 1), "default": Size(200, 8, 2, 20, 1), "full": Size(600, 8, 5, 20)}
+SIZES = {"quick": Size(40, 6, 1, 20, 1), "default": Size(200, 8, 2, 20, 1), "full": Size(1000, 8, 4, 50)}
 CONFIG = "4,5,5"  # the fixed lookahead config (N,W,G)
 
 
@@ -271,7 +271,7 @@ def check_plot(samples: pd.DataFrame, heading: str) -> plt.Figure:
     colours = dict(zip(TESTED, (PUBLISHED, MEASURED, OKABE_ITO[2])))
     samplers = [s for s in TESTED if s in set(joint["sampler"])]
     settings = list(joint["setting"].unique())
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.8))
     for i, sampler in enumerate(samplers):
         shift = i - (len(samplers) - 1) / 2
         rows = joint[joint["sampler"] == sampler].set_index("setting").loc[settings]
