@@ -177,7 +177,7 @@ def sampling_plot(df: pd.DataFrame, heading: str) -> plt.Figure:
                               (axes[1], "compression", "compression (tokens per forward)")):
         xs = np.arange(len(summary))
         ax.plot(xs, summary[column], "o-", color=MEASURED,
-                label="measured: mean over prompts (95% interval where n >= 5)")
+                label="measured: ratio of totals over the prompts (95% interval where n >= 5)")
         errorbars(ax, xs, summary[column], interval_errors(summary, column), ecolor=MEASURED)
         for i, t in enumerate(summary["temperature"]):
             dots(ax, i, lade_rows.loc[lade_rows["temperature"] == t, column], 0.15)

@@ -1,10 +1,14 @@
 """A chi-square check that sampled first two tokens follow plain sampling's exact joint distribution
-(temperature 1, no warpers), per prompt."""
+(temperature 1, no warpers), per prompt; and a deliberately biased verifier, the deviation that the sampling checks'
+power is measured against (tests/core/test_sampling.py, tests/lab/test_sampling_check.py)."""
 
 from collections.abc import Callable
 
 import torch
 from scipy.stats import chisquare
+
+from lade.strategy import LocalStrategy
+from lade.verify import Acceptance
 
 
 def decoder_only(model) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -41,3 +45,31 @@ def first_two_pvalues(conditional: Callable[[torch.Tensor], torch.Tensor], promp
         observed, wanted = observed[used], wanted[used] * samples / wanted[used].sum()
         pvalues.append(float(chisquare(observed.numpy(), wanted.numpy()).pvalue))
     return pvalues
+
+
+def biased_walk(tree, logits, row, keep_scores, sampler) -> Acceptance:
+    """The biased verifier: sample every candidate path independently (torch's default generator), keep the
+    longest match."""
+    best = None
+    for leaf in [n for n in range(len(tree)) if not tree.children(n)] or [None]:
+        acc, ids, node = Acceptance([], [], []), row.ids, -1
+        for target in (tree.paths[leaf] if leaf is not None else []) + [None]:
+            probs = row.processors(ids, logits[node + 1 : node + 2].clone()).softmax(-1)[0]
+            token = int(torch.multinomial(probs, 1))
+            acc.tokens.append(token)
+            acc.rows.append(node + 1)
+            if target is None or tree.tokens[target] != token:
+                break
+            acc.path.append(target)
+            node, ids = target, torch.cat([ids, ids.new_tensor([[token]])], dim=1)
+        if best is None or len(acc.tokens) > len(best.tokens):
+            best = acc
+    return best
+
+
+class BiasedStrategy(LocalStrategy):
+    """The one-process strategy with the biased verifier in place of lade's lossless walk (injected through
+    lookahead_strategy=, as lookahead parallelism injects its own)."""
+
+    def verify(self, choose, layout, logits, row, keep_scores):
+        return biased_walk(layout.tree, logits, row, keep_scores, choose.sampler)

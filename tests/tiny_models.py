@@ -33,6 +33,19 @@ def tiny_model(arch: str = "llama", attn: str = "sdpa", seed: int = 0, **overrid
     return model.eval()
 
 
+def drafts_often_accepted(vocab: int):
+    """A tiny Llama over `vocab` tokens with sharpened logits, and a prompt [1, 48] it sampled itself, so that the
+    prompt's n-grams (the drafts) are likely continuations and several drafts are often accepted in one step."""
+    model = tiny_model("llama", "sdpa", vocab_size=vocab)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+    torch.manual_seed(0)
+    start = torch.tensor([[3, 4, 5]])
+    ids = model.generate(start, attention_mask=torch.ones_like(start), do_sample=True, max_new_tokens=45,
+                         eos_token_id=None, top_k=0)
+    return model, ids
+
+
 def random_prompt(seed: int, length: int = 24, repeat: bool = True) -> torch.Tensor:
     """[1, length] token ids in [3, VOCAB); with `repeat`, a span occurs twice (n-grams for the prompt pool)."""
     g = torch.Generator().manual_seed(seed)

@@ -10,13 +10,12 @@ from transformers.generation.logits_process import LogitsProcessorList
 
 import lade
 import lade.decoding
+from distribution import BiasedStrategy
 from lade.cost import LatencyProfile, latency_profile
 from lade.model_call import ModelCall
 from lade.rows import left_pad
 from lade.sampling import position_noise, race
-from lade.strategy import LocalStrategy
-from lade.verify import Acceptance
-from tiny_models import random_prompt, tiny_model
+from tiny_models import drafts_often_accepted, random_prompt, tiny_model
 
 VOCAB = 12  # small enough to enumerate every 3-token continuation (12^3 cells)
 NEW = 3
@@ -33,16 +32,7 @@ SETTINGS = {  # (generate kwargs, config): temperature with a prefix-dependent p
 
 @pytest.fixture(scope="module")
 def small():
-    """A tiny Llama over 12 tokens with sharpened logits, and a prompt it sampled itself, so that the prompt's
-    n-grams (the drafts) are likely continuations and several drafts are often accepted in one step."""
-    model = tiny_model("llama", "sdpa", vocab_size=VOCAB)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
-    torch.manual_seed(0)
-    start = torch.tensor([[3, 4, 5]])
-    ids = model.generate(start, attention_mask=torch.ones_like(start), do_sample=True, max_new_tokens=45,
-                         eos_token_id=None, top_k=0)
-    return model, ids
+    return drafts_often_accepted(VOCAB)
 
 
 def prepared(model, ids, **gen_kw):
@@ -103,34 +93,6 @@ class ReplayCall(ModelCall):
         for i, (k, v) in enumerate(kv):
             self.cache.update(k, v, i)
         return logits
-
-
-def biased_walk(tree, logits, row, keep_scores, sampler) -> Acceptance:
-    """The biased verifier: sample every candidate path independently (torch's default generator), keep the
-    longest match."""
-    best = None
-    for leaf in [n for n in range(len(tree)) if not tree.children(n)] or [None]:
-        acc, ids, node = Acceptance([], [], []), row.ids, -1
-        for target in (tree.paths[leaf] if leaf is not None else []) + [None]:
-            probs = row.processors(ids, logits[node + 1 : node + 2].clone()).softmax(-1)[0]
-            token = int(torch.multinomial(probs, 1))
-            acc.tokens.append(token)
-            acc.rows.append(node + 1)
-            if target is None or tree.tokens[target] != token:
-                break
-            acc.path.append(target)
-            node, ids = target, torch.cat([ids, ids.new_tensor([[token]])], dim=1)
-        if best is None or len(acc.tokens) > len(best.tokens):
-            best = acc
-    return best
-
-
-class BiasedStrategy(LocalStrategy):
-    """The one-process strategy with the biased verifier in place of lade's lossless walk (injected through
-    lookahead_strategy=, as lookahead parallelism injects its own)."""
-
-    def verify(self, choose, layout, logits, row, keep_scores):
-        return biased_walk(layout.tree, logits, row, keep_scores, choose.sampler)
 
 
 @torch.no_grad()
