@@ -31,6 +31,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from .adapters import position_limit
 from .cache import crop
+from .compat import attn_implementation, model_name
 from .config import LookaheadConfig
 from .cost_prior import PRIOR
 from .cpu_linear import packed_linear_count
@@ -148,10 +149,10 @@ def device_key(model, rows: int = 1) -> str:
     packed or not), device (and CPU threads), how lade runs a step (STEP_VERSION: a cached profile of an older
     step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1)."""
     config = model.config.get_text_config(decoder=True)
-    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    name = model_name(model.config) or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                                                     "num_key_value_heads", "intermediate_size", "vocab_size")]
-    attn = getattr(model.config, "_attn_implementation", None)
+    attn = attn_implementation(model.config)
     packed = packed_linear_count(model)
     linears = f"|packed linears {packed}" if packed else ""
     return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import time
 from collections.abc import Callable
@@ -14,7 +13,7 @@ from collections.abc import Callable
 import torch
 from transformers import GenerationConfig
 from transformers.cache_utils import Cache
-from transformers.generation.logits_process import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
+from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import auto_task, resolve_config
@@ -22,7 +21,7 @@ from .batch_scores import batch_outputs
 from .beams import beam_config, beam_generate, logits_width
 from .cache import crop, new_cache, self_attention_cache, slotted
 from .checks import check_corpus, check_corpus_draft, check_generation
-from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
+from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor, repetition_penalty_for_row
 from .config import LookaheadConfig
 from .corpus import Corpus
 from .cost import HOST_S, latency_profile
@@ -257,10 +256,4 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: S
 def _row_processors(processors: LogitsProcessorList, index: int) -> LogitsProcessorList:
     """Processors called with one row's ids [1, S]: per-batch state is cut to that row (generate gives the
     repetition penalty each row's padding length, to skip the padding)."""
-    view = LogitsProcessorList()
-    for proc in processors:
-        if isinstance(proc, RepetitionPenaltyLogitsProcessor) and isinstance(proc.prompt_ignore_length, torch.Tensor):
-            proc = copy.copy(proc)
-            proc.prompt_ignore_length = int(proc.prompt_ignore_length[index])
-        view.append(proc)
-    return view
+    return LogitsProcessorList(repetition_penalty_for_row(proc, index) for proc in processors)

@@ -24,7 +24,7 @@ import torch
 from transformers import GenerationConfig
 
 from .cache import slotted
-from .compat import CACHE_KWARG, eos_token_tensor
+from .compat import CACHE_KWARG, eos_token_tensor, plain_sample
 from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile, predict
 from .cost_prior import PRIOR
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
@@ -84,9 +84,8 @@ def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_cr
     token per row and forward). input_ids: [B, P]."""
     cache = model_kwargs.get(CACHE_KWARG)  # its batched steps write their KV in place, as lade's loop's do
     with slotted(cache) if cache is not None else nullcontext():
-        out = type(model)._sample(model, input_ids, logits_processor=logits_processor,
-                                  stopping_criteria=stopping_criteria, generation_config=gen,
-                                  synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
+        out = plain_sample(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
+                           generation_config=gen, synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
     if not gen.return_dict_in_generate:
         return out
     new = out.sequences[:, input_ids.shape[1] :]  # [B, T]
