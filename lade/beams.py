@@ -15,8 +15,7 @@ the beams' own slots (lade.cache.reorder_rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from transformers import GenerationConfig
@@ -28,12 +27,13 @@ from .beam_state import BeamSearch
 from .cache import compact, reorder_rows, slotted
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
-from .cost import HOST_S, MIN_SPEEDUP
 from .drafters.pool import NGramPool
 from .drafters.recycling import AdjacencyTable
+from .drafters.step_cost import StepCost
 from .layout import StepLayout, stack_layouts
-from .model_call import ModelCall
+from .model_call import ModelCall, logits_width
 from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoderOutput, LookaheadStats
+from .pricing import Costs, Plan, pays, speedup
 from .rope import Positions
 from .tree import TokenTree
 
@@ -46,23 +46,33 @@ MAX_EXPLORE = 128  # the interval doubles after each drafted step that replayed 
 
 @dataclass
 class BeamPricing:
-    """Whether a drafted beam step pays: the rows' [last token | tree] of q tokens each cost latency(q) plus the
-    drafting rows' host work, and replay `replayed` beam search steps on average (a running mean over drafted steps);
-    a plain beam step costs latency(1) and replays one. After `explore` plain steps in a row a step drafts anyway, to
-    re-measure; the interval doubles while such steps replay one step only."""
+    """Whether a drafted beam step pays (lade.pricing): the `rows` beam rows' [last token | tree] of q tokens each
+    cost an [rows, q] forward plus every drafting row's host work, and replay `replayed` beam search steps on average
+    (a running mean over drafted steps), against a plain beam step replaying one. The forward's cost is the device's
+    profile corrected by this call's timed steps (at its own context length, lade.drafters.step_cost). After
+    `explore` plain steps in a row a step drafts anyway, to re-measure; the interval doubles while such steps replay
+    one step only."""
 
-    latency: Callable[[float], float]  # q -> seconds of a step of every beam row feeding q tokens
-    host_s: float = 0.0  # the drafting rows' work outside the forward, per step
+    costs: Costs  # the device's step costs (lade.profile.device_costs)
+    rows: int  # beam rows fed per step (B * k)
     replayed: float = PRIOR_REPLAYED
     plain_in_a_row: int = 0
     explore: int = EXPLORE  # plain steps in a row after which a step drafts anyway
+    timed: StepCost | None = None  # [rows, q] step seconds, corrected by the timed steps
+
+    def __post_init__(self) -> None:
+        self.timed = StepCost(self.costs.rows(self.rows), self.costs.host_s)
 
     def drafts_pay(self, q: int) -> bool:
         if self.plain_in_a_row >= self.explore:
             return True
-        return self.replayed / (self.latency(q) + self.host_s) > MIN_SPEEDUP / self.latency(1)
+        costs = replace(self.costs, forward=lambda rows, width: self.timed.forward_s(int(width)))
+        return pays(speedup(costs, Plan(self.rows, q, self.rows * self.replayed)))
 
-    def observe(self, drafted: bool, replayed: int) -> None:
+    def observe(self, drafted: bool, replayed: int, q: int | None = None, seconds: float | None = None) -> None:
+        """A step's outcome; q, seconds: tokens per row it fed and its forward's time (None: not timed)."""
+        if q is not None and seconds is not None:
+            self.timed.observe(q, seconds)
         if drafted:
             self.replayed = 0.8 * self.replayed + 0.2 * replayed
             self.plain_in_a_row = 0
@@ -111,15 +121,14 @@ class BeamRun:
 def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
                   gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
                   attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None,
-                  latency: Callable[[float], float] | None = None):
+                  costs: Costs | None = None):
     """input_ids: [N, P] (N = B * k, each left-padded prompt repeated k times, attention_mask [N, P] or None);
-    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); latency: q -> seconds of a step of
-    all N rows feeding q tokens each, which prices every step ("auto"); None drafts every step -> what plain beam
-    search returns."""
+    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); costs: the device's step costs,
+    which price every step ("auto"); None drafts every step -> what plain beam search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
     table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
-    pricing = BeamPricing(latency, len(input_ids) * HOST_S) if latency is not None else None
+    pricing = BeamPricing(costs, len(input_ids)) if costs is not None else None
     run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
                   pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     with slotted(call.cache):  # steps write their KV in place; a reorder copies only the beams' own slots
@@ -196,7 +205,7 @@ def step(run: BeamRun) -> int:
     reorder_rows(call.cache, origin, run.shared, cross=not run.shared)
     compact(call.cache, past, [past] * rows, [[0, *(node_rows[o][n] for n in p)] for o, p in zip(origin, path)])
     if run.pricing is not None:
-        run.pricing.observe(drafted, replayed)
+        run.pricing.observe(drafted, replayed, batch.size, run.stats.last_forward_s)
     return replayed
 
 
@@ -290,12 +299,6 @@ def _learn(run: BeamRun, replayed: int) -> None:
     running, k = run.search.running(), run.search.beams
     for r in range(running.shape[0]):
         run.pools[r // k].add_tail(running[r, run.pads[r] :], replayed)
-
-
-def logits_width(model) -> int:
-    """The vocabulary size of the model's logits."""
-    head = model.get_output_embeddings()
-    return head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
 
 
 def _cache_visibility(pads: list[int], past: int, device: torch.device) -> torch.Tensor | None:

@@ -4,9 +4,9 @@ A step of R rows feeding q tokens each costs what the device takes for an [R, q]
 shared by its rows, so drafting is dearer than for one sequence. And a static batch ends with its slowest row: its
 forwards are that row's steps, however far the others got. Before any forward, "auto" with R > 1 rows asks whether
 drafting can pay at all: the task's compression prior (lade.cost.predict), as the batch's slowest row would see it
-(`slowest_row_prior`), priced by the model's latency profile of R-row steps, counting each row's drafting host work
-(HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S), must beat transformers' plain batched step by
-MIN_SPEEDUP with some config. Where it can, lade's loop runs and sizes every step for the batch
+(`slowest_row_prior`), priced by lade.pricing against transformers' plain batched step with the device's measured
+costs of R-row steps (lade.profile.device_costs: the forward, each row's drafting host work and lade's loop's work
+beyond transformers' loop), must pay with some config. Where it can, lade's loop runs and sizes every step for the batch
 (lade/drafters/allocation.py: drafts only where they pay, plain batched steps otherwise, resting from planning while
 nothing pays); where it cannot, the call runs through transformers' own loop (`_sample`, what `model.generate`
 runs), its steps writing their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands
@@ -17,7 +17,7 @@ cost no more than transformers' beam steps, which copy every beam's whole cache 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import nullcontext
 
 import torch
@@ -25,32 +25,23 @@ from transformers import GenerationConfig
 
 from .cache import slotted
 from .compat import CACHE_KWARG, eos_token_tensor, plain_sample
-from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile, predict
+from .cost import predict
 from .cost_prior import PRIOR
 from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
+from .pricing import Costs, pays
 
 
-def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> Callable[[float], float]:
-    """q -> seconds of a step of `rows` rows feeding q tokens each: the model's measured profile of rows-row steps
-    (lade.cost.latency_profile(rows=...), cached), or for a single-sequence latency model passed in (q -> seconds),
-    its time for rows * q tokens."""
-    if latency is not None:
-        return lambda q: latency(rows * q)
-    return latency_profile(model, rows=rows)
+def drafts_can_pay(costs: Costs, rows: int, task: str = "mixed") -> bool:
+    """Whether drafting can pay at batch steps of `rows` rows (always True for one row): `batch_speedup` pays
+    (lade.pricing.pays)."""
+    return rows <= 1 or pays(batch_speedup(costs, rows, task))
 
 
-def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str = "mixed") -> bool:
-    """Whether drafting can pay at batch steps of `rows` rows (always True for one row): `batch_speedup` reaches
-    MIN_SPEEDUP."""
-    return rows <= 1 or batch_speedup(rows_model, rows, task) >= MIN_SPEEDUP
-
-
-def batch_speedup(rows_model: Callable[[float], float], rows: int, task: str = "mixed") -> float:
-    """Predicted speedup of a static batch of `rows` rows drafting over transformers' plain batched steps, with the
-    best config of the task's compression prior as its slowest row sees it (`slowest_row_prior`), priced by rows_model
-    (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`) plus every row's host work
-    (`host_seconds`)."""
-    return predict(rows_model, task, host_seconds(rows), slowest_row_prior(rows))[0].speedup
+def batch_speedup(costs: Costs, rows: int, task: str = "mixed") -> float:
+    """Predicted speedup of a static batch of `rows` rows drafting over transformers' plain batched steps
+    (lade.pricing, handed over), with the best config of the task's compression prior as its slowest row sees it
+    (`slowest_row_prior`)."""
+    return predict(costs, task, prior=slowest_row_prior(rows), rows=rows, handed_over=True)[0].speedup
 
 
 def slowest_row_prior(rows: int, prior: Mapping = PRIOR) -> dict:
@@ -69,12 +60,6 @@ def slowest_row(compression: float, single_share: float, rows: int) -> tuple[flo
     R keeps 2 / (R + 1) of the mean's gain (the expected least of R uniform draws); a batch step feeds one token per
     row only where every row would (rows independent: single_share ** R)."""
     return 1 + 2 * (compression - 1) / (rows + 1), single_share**rows
-
-
-def host_seconds(rows: int) -> float:
-    """Host work of a drafted step of `rows` rows beyond transformers' plain step: each row's drafting (HOST_S) and
-    lade's loop (LOOP_S)."""
-    return rows * (HOST_S + LOOP_S)
 
 
 def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_criteria, gen: GenerationConfig,

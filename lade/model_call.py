@@ -11,6 +11,12 @@ from .attention import AttentionPath, attention_path
 from .layout import BatchLayout
 
 
+def logits_width(model) -> int:
+    """The vocabulary size of the model's logits."""
+    head = model.get_output_embeddings()
+    return head.out_features if head is not None else model.config.get_text_config(decoder=True).vocab_size
+
+
 class ModelCall:
     """Decoder-only forwards with the tree mask of the chosen attention path and logical position ids."""
 
