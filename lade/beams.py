@@ -27,12 +27,13 @@ from .beam_state import BeamSearch
 from .cache import compact, reorder_rows, slotted
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
+from .drafters import RowContext, make_drafter
 from .drafters.pool import NGramPool
 from .drafters.recycling import AdjacencyTable
 from .drafters.step_cost import StepCost
-from .layout import StepLayout, stack_layouts
+from .layout import StepLayout, cache_visibility, stack_layouts
 from .model_call import ModelCall, logits_width
-from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoderOutput, LookaheadStats
+from .outputs import LookaheadStats, output_type
 from .pricing import Costs, Plan, pays, speedup
 from .rope import Positions
 from .tree import TokenTree
@@ -127,10 +128,11 @@ def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[in
     which price every step ("auto"); None drafts every step -> what plain beam search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
-    table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
+    vocab = logits_width(model)
+    table = AdjacencyTable(vocab, max(2, k)) if config.enabled else None
     pricing = BeamPricing(costs, len(input_ids)) if costs is not None else None
-    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
-                  pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
+    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids, vocab), table, config.step_budget,
+                  pricing, pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     with slotted(call.cache):  # steps write their KV in place; a reorder copies only the beams' own slots
         # 1. prefill and the first beam step. Plain beam search feeds k copies of each prompt, and its first step
         # reads the first copy's logits alone; lade feeds each prompt once and repeats its KV and logits for its k beams
@@ -177,7 +179,7 @@ def step(run: BeamRun) -> int:
     first = torch.tensor([past - pad for pad in run.pads], device=run.device)  # [N] the last tokens' positions
     # 2b. one forward for every row and node
     with run.stats.timed_forward(run.device):
-        logits = call.step(batch, first, past, _cache_visibility(run.pads, past, run.device))  # [N, Q, V]
+        logits = call.step(batch, first, past, cache_visibility(run.pads, None, past, run.device))  # [N, Q, V]
     if run.table is not None:  # every row's root and nodes (not the dummies) teach the successor table
         fed = torch.tensor([r * batch.size + i for r, rows in enumerate(node_rows) for i in [0, *rows]],
                            device=run.device)  # [F]
@@ -277,18 +279,14 @@ def _successors(table: AdjacencyTable | None, token: int, widths: tuple[int, ...
     return chains
 
 
-def _pools(config: LookaheadConfig, input_ids: torch.Tensor, pads: list[int], k: int,
-           source_ids: torch.Tensor | None) -> list[NGramPool]:
-    """One pool per prompt, seeded with its source's and prompt's n-grams."""
-    pools = []
-    for b in range(input_ids.shape[0] // k):
-        pool = NGramPool.for_config(config)
-        if config.pool_from_prompt:
-            if source_ids is not None:
-                pool.add_sequence(source_ids[min(b, source_ids.shape[0] - 1)].tolist())
-            pool.add_sequence(input_ids[b * k, pads[b * k] :].tolist())
-        pools.append(pool)
-    return pools
+def _pools(config: LookaheadConfig, input_ids: torch.Tensor, pads: list[int], k: int, source_ids: torch.Tensor | None,
+           vocab_size: int) -> list[NGramPool]:
+    """One pool per prompt, shared by its beams: the pool of the lookahead drafter (the drafter registry's) of the
+    prompt, seeded as that drafter seeds it (the source's and prompt's n-grams)."""
+    return [make_drafter(config, RowContext(input_ids[b * k, pads[b * k] :],
+                                            source_ids[min(b, source_ids.shape[0] - 1)] if source_ids is not None
+                                            else None, vocab_size)).pool
+            for b in range(input_ids.shape[0] // k)]
 
 
 def _learn(run: BeamRun, replayed: int) -> None:
@@ -301,22 +299,13 @@ def _learn(run: BeamRun, replayed: int) -> None:
         run.pools[r // k].add_tail(running[r, run.pads[r] :], replayed)
 
 
-def _cache_visibility(pads: list[int], past: int, device: torch.device) -> torch.Tensor | None:
-    """[N, past] bool: the slots of each row's own tokens (not its left padding); None without padding."""
-    if not any(pads):
-        return None
-    return torch.arange(past, device=device)[None, :] >= torch.tensor(pads, device=device)[:, None]
-
-
 def _output(model, run: BeamRun, gen: GenerationConfig):
     """What plain beam search returns: the sequences, or with return_dict_in_generate an output object."""
     search = run.search
     sequences, scores, indices = search.result(gen.num_return_sequences)
     if not gen.return_dict_in_generate:
         return sequences
-    output_type = LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else \
-        LookaheadBeamDecoderOnlyOutput
     cache = run.call.cache if gen.use_cache else None  # each running beam's tokens but its last, as plain leaves it
-    return output_type(sequences=sequences, sequences_scores=scores if gen.output_scores else None,
+    return output_type(model, beams=True)(sequences=sequences, sequences_scores=scores if gen.output_scores else None,
                        scores=search.scores, logits=search.logits, beam_indices=indices, **{CACHE_KWARG: cache},
                        lookahead_stats=run.stats)

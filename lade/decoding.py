@@ -32,7 +32,7 @@ from .encoder_decoder import EncoderDecoderCall
 from .handover import drafts_can_pay, learned_rows, plain_generate
 from .loop import Run, decode
 from .model_call import ModelCall, logits_width
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
+from .outputs import output_type
 from .pricing import Costs
 from .profile import device_costs
 from .rope import Positions, frequencies_kept
@@ -262,8 +262,7 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: S
         logits = tuple(one.logits) if one.logits is not None else None
     else:
         scores, logits = batch_outputs(model, rows, sequences, prompt_mask, attention)
-    output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
-    return output_type(
+    return output_type(model)(
         sequences=sequences,
         scores=scores,
         logits=logits,

@@ -27,7 +27,7 @@ from .cache import slotted
 from .compat import CACHE_KWARG, eos_token_tensor, plain_sample
 from .cost import predict
 from .cost_prior import PRIOR
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
+from .outputs import LookaheadStats, output_type
 from .pricing import Costs, pays
 
 
@@ -76,11 +76,10 @@ def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_cr
     new = out.sequences[:, input_ids.shape[1] :]  # [B, T]
     lengths = _row_lengths(new, eos_token_tensor(gen))
     rows = [_plain_stats(n) for n in lengths]
-    output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
     batch = LookaheadStats(handed_over=True)
     for t in range(new.shape[1]):
         batch.record_step(sum(n > t for n in lengths))
-    return output_type(**dict(out.items()), lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
+    return output_type(model)(**dict(out.items()), lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
 
 
 def learned_rows(out, prompt_length: int, pads: list[int], gen: GenerationConfig) -> list[list[int]]:
