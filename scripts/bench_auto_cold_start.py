@@ -6,8 +6,9 @@ the first "auto" call at each batch size against plain batched greedy, then a se
 
 The model is the embedded one (float32, linear layers packed, as the lab benchmarks every method on the CPU); the
 prompts are MT-Bench first turns that no notebook evaluates (`hidden_prompts`: past the first 16 questions, none of
-the two-turn set). Per batch size R (the first R prompts, left-padded), in this order: "auto" (its first call at R),
-plain greedy, "auto" again, plain greedy again; EOS is ignored so every call decodes `--tokens` per row. One row per
+the two-turn set or the tuning split). Per batch size R (the first R prompts, left-padded), in this order: "auto"
+(its first call at R), plain greedy, "auto" again, plain greedy again; EOS is ignored so every call decodes
+`--tokens` per row. One row per
 call: wall seconds, whether its rows equal plain greedy's, whether "auto" handed the batch to transformers' loop.
 The provenance (lab.provenance) is written beside the rows; the printed ratios are plain seconds (mean of its two
 calls) over each "auto" call's.
@@ -33,15 +34,17 @@ from lab.results import save_results
 
 OUT = REPO / "data" / "results" / "experiments" / "auto_cold_start" / "cold_start.jsonl"
 NOTEBOOK_QUESTIONS = 16  # the notebooks run at most the first 12 MT-Bench questions: these are left out
+TUNING_IDS = set(range(153, 161))  # the last 8 questions, which lade's priors are measured on (lab/splits.py)
 
 
 def hidden_prompts(count: int) -> list[tuple[int, str]]:
-    """(question id, first turn) of `count` MT-Bench questions no notebook runs: past the first NOTEBOOK_QUESTIONS,
-    none of the two-turn set, the last ones first."""
+    """(question id, first turn) of `count` MT-Bench questions no notebook runs and no prior was measured on: past
+    the first NOTEBOOK_QUESTIONS, none of the two-turn set or the tuning split, the last ones first."""
     data = REPO / "data" / "prompts"
     rows = [json.loads(line) for line in (data / "mt_bench.jsonl").open()]
     two_turns = {json.loads(line)["id"] for line in (data / "mt_bench_two_turns.jsonl").open()}
-    kept = [(r["question_id"], r["turns"][0]) for r in rows[NOTEBOOK_QUESTIONS:] if r["question_id"] not in two_turns]
+    left_out = two_turns | TUNING_IDS
+    kept = [(r["question_id"], r["turns"][0]) for r in rows[NOTEBOOK_QUESTIONS:] if r["question_id"] not in left_out]
     if len(kept) < count:
         raise ValueError(f"only {len(kept)} hidden MT-Bench questions, {count} asked for")
     return kept[::-1][:count]
