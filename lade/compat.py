@@ -2,10 +2,10 @@
 
 transformers has no public way to do these things; when a release moves one of them, this module is the one to
 change. Each function names what it reaches; all were checked against transformers 5.20.0 and 5.24.0 (the ends of
-pyproject's range, which tests/compat_check.py runs lade against in CI, .ci/run). tests/core/test_compat_boundary.py
-reads lade/'s syntax trees and fails on a private transformers name, import or `__class__` swap anywhere else.
-Everything else in the core uses public transformers API (AttentionInterface, Cache, GenerationConfig, logits
-processors, stopping criteria, generate's `custom_generate` hook).
+pyproject's range, which tests/compat_check.py runs lade against in CI: scripts/compat_ends.sh) and 5.25.0.
+tests/core/test_compat_boundary.py reads lade/'s syntax trees and fails on a private transformers name, import or
+`__class__` swap anywhere else. Everything else in the core uses public transformers API (AttentionInterface,
+Cache, GenerationConfig, logits processors, stopping criteria, generate's `custom_generate` hook).
 """
 
 from __future__ import annotations
