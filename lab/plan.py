@@ -25,7 +25,7 @@ import yaml
 from scipy.optimize import nnls
 
 from lade.config import LookaheadConfig
-from lade.cost import HOST_S, prior_table
+from lade.cost import prior_table
 
 from .costmodel import gpus
 from .manifest import NOTEBOOKS, run_order
@@ -44,6 +44,7 @@ from .specs import (
     override_model,
     parse_size,
 )
+from .validation import HOST_S
 from .workload import Work
 
 MISSING_WEIGHTS_EXIT = 3

@@ -7,7 +7,8 @@ A run of `new` tokens in `calls` forwards (the first one the prefill of `prompt_
     profile(prompt_tokens) + (calls - 1) x (lade.cost.step_latency(profile, step_tokens, single_share) + host)
 
 with host = plain decoding's per-step time outside the forward (measured on the greedy runs) plus, for lookahead,
-lade.cost.HOST_S (what lade.auto assumes). Nothing timed in a lookahead run enters its prediction.
+HOST_S (a drafting row's host work per step as scripts/host_cost.py measured it; lade.auto now measures it with
+each latency profile). Nothing timed in a lookahead run enters its prediction.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lade.cost import HOST_S, LatencyProfile, measure_latency, step_latency
+from lade.cost import LatencyProfile, measure_latency, step_latency
 
 from .results import load_results
 from .stats import summarize_runs
+
+HOST_S = 1.8e-3  # a drafting row's host work per step, seconds (scripts/host_cost.py, embedded model, 2-core CPU)
 
 VALIDATION_COLUMNS = ("results_file", "prompt_set", "method", "config", "prompts", "speedup", "speedup_low",
                       "speedup_high", "predicted_speedup", "error")

@@ -6,20 +6,19 @@ from collections.abc import Callable
 
 from transformers import GenerationConfig
 
-from .config import LookaheadConfig
-from .cost import MIN_SPEEDUP, TASKS, choose_config, latency_profile
+from .config import AUTO_BUDGET, AUTO_DRAFT, LookaheadConfig
+from .cost import TASKS, choose_config
 from .drafters import registered
+from .pricing import THRESHOLD
+from .profile import device_costs
 
-AUTO_BUDGET = 24  # most draft nodes the adaptive planner considers per step
-AUTO_DRAFT = "merged"  # the adaptive drafter "auto" runs
 
-
-def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, refresh: bool = False,
+def auto_config(model, task: str = "mixed", min_speedup: float = THRESHOLD, refresh: bool = False,
                 adaptive: bool = True, latency: Callable[[float], float] | None = None, draft: str = AUTO_DRAFT,
                 allowed: Callable[[LookaheadConfig], bool] | None = None, **config_fields) -> LookaheadConfig:
     """What lade runs for `lookahead_config="auto"` on this model and device. latency: the latency model (q ->
-    seconds of a q-token step, e.g. a lade.cost.LatencyProfile); None measures the model's profile once (cached in
-    the lade cache directory).
+    seconds of a q-token step, e.g. a lade.cost.LatencyProfile, with the host work it carries); None measures the
+    model's profile once for every row count (cached in the lade cache directory, lade.profile).
 
     adaptive (default): the adaptive drafter `draft` (any registered with adaptive=True; by default the merged one:
     retrieval, token recycling, and the Jacobi window where the device makes its extra tokens cheap) that decides
@@ -27,14 +26,14 @@ def auto_config(model, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, re
     acceptance statistics. The window (W, N) is the one the static choice below would run; none where it runs a
     pool-only or no lookahead config (a drafter registered without a window gets none).
     adaptive=False: one fixed lookahead config predicted fastest from the measured compression prior, or a disabled
-    config (plain decoding) when none gains `min_speedup` (lookahead parallelism uses this: its ranks must agree on
-    every draft, so no drafter may learn from a rank's own logits). allowed: which fixed configs may be chosen (e.g.
-    those lookahead parallelism can shard); None: all.
+    config (plain decoding) when none pays (lade.pricing, at `min_speedup`); lookahead parallelism uses this: its
+    ranks must agree on every draft, so no drafter may learn from a rank's own logits. allowed: which fixed configs
+    may be chosen (e.g. those lookahead parallelism can shard); None: all.
     """
     if adaptive and not registered(draft).adaptive:
         raise ValueError(f"auto_config(draft={draft!r}): an adaptive auto config needs a drafter registered with "
                          "adaptive=True (it plans each step from the latency model)")
-    profile = latency if latency is not None else latency_profile(model, refresh=refresh)
+    profile = device_costs(model, latency, refresh)
     shared = {name: value for name, value in config_fields.items() if name != "draft_options"}
     static = choose_config(profile, task, min_speedup, allowed=allowed, **(shared if adaptive else config_fields))
     if not adaptive:

@@ -15,8 +15,7 @@ the beams' own slots (lade.cache.reorder_rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from transformers import GenerationConfig
@@ -28,12 +27,14 @@ from .beam_state import BeamSearch
 from .cache import compact, reorder_rows, slotted
 from .compat import CACHE_KWARG
 from .config import LookaheadConfig
-from .cost import HOST_S, MIN_SPEEDUP
+from .drafters import RowContext, make_drafter
 from .drafters.pool import NGramPool
 from .drafters.recycling import AdjacencyTable
-from .layout import StepLayout, stack_layouts
+from .drafters.step_cost import StepCost
+from .layout import StepLayout, cache_visibility, stack_layouts
 from .model_call import ModelCall
-from .outputs import LookaheadBeamDecoderOnlyOutput, LookaheadBeamEncoderDecoderOutput, LookaheadStats
+from .outputs import LookaheadStats, output_type
+from .pricing import Costs, Plan, pays, speedup
 from .rope import Positions
 from .tree import TokenTree
 from .vocabulary import logits_width
@@ -47,23 +48,33 @@ MAX_EXPLORE = 128  # the interval doubles after each drafted step that replayed 
 
 @dataclass
 class BeamPricing:
-    """Whether a drafted beam step pays: the rows' [last token | tree] of q tokens each cost latency(q) plus the
-    drafting rows' host work, and replay `replayed` beam search steps on average (a running mean over drafted steps);
-    a plain beam step costs latency(1) and replays one. After `explore` plain steps in a row a step drafts anyway, to
-    re-measure; the interval doubles while such steps replay one step only."""
+    """Whether a drafted beam step pays (lade.pricing): the `rows` beam rows' [last token | tree] of q tokens each
+    cost an [rows, q] forward plus every drafting row's host work, and replay `replayed` beam search steps on average
+    (a running mean over drafted steps), against a plain beam step replaying one. The forward's cost is the device's
+    profile corrected by this call's timed steps (at its own context length, lade.drafters.step_cost). After
+    `explore` plain steps in a row a step drafts anyway, to re-measure; the interval doubles while such steps replay
+    one step only."""
 
-    latency: Callable[[float], float]  # q -> seconds of a step of every beam row feeding q tokens
-    host_s: float = 0.0  # the drafting rows' work outside the forward, per step
+    costs: Costs  # the device's step costs (lade.profile.device_costs)
+    rows: int  # beam rows fed per step (B * k)
     replayed: float = PRIOR_REPLAYED
     plain_in_a_row: int = 0
     explore: int = EXPLORE  # plain steps in a row after which a step drafts anyway
+    timed: StepCost | None = None  # [rows, q] step seconds, corrected by the timed steps
+
+    def __post_init__(self) -> None:
+        self.timed = StepCost(self.costs.rows(self.rows), self.costs.host_s)
 
     def drafts_pay(self, q: int) -> bool:
         if self.plain_in_a_row >= self.explore:
             return True
-        return self.replayed / (self.latency(q) + self.host_s) > MIN_SPEEDUP / self.latency(1)
+        costs = replace(self.costs, forward=lambda rows, width: self.timed.forward_s(int(width)))
+        return pays(speedup(costs, Plan(self.rows, q, self.rows * self.replayed)))
 
-    def observe(self, drafted: bool, replayed: int) -> None:
+    def observe(self, drafted: bool, replayed: int, q: int | None = None, seconds: float | None = None) -> None:
+        """A step's outcome; q, seconds: tokens per row it fed and its forward's time (None: not timed)."""
+        if q is not None and seconds is not None:
+            self.timed.observe(q, seconds)
         if drafted:
             self.replayed = 0.8 * self.replayed + 0.2 * replayed
             self.plain_in_a_row = 0
@@ -112,17 +123,17 @@ class BeamRun:
 def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
                   gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
                   attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None,
-                  latency: Callable[[float], float] | None = None):
+                  costs: Costs | None = None):
     """input_ids: [N, P] (N = B * k, each left-padded prompt repeated k times, attention_mask [N, P] or None);
-    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); latency: q -> seconds of a step of
-    all N rows feeding q tokens each, which prices every step ("auto"); None drafts every step -> what plain beam
-    search returns."""
+    source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); costs: the device's step costs,
+    which price every step ("auto"); None drafts every step -> what plain beam search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
-    table = AdjacencyTable(logits_width(model), max(2, k)) if config.enabled else None
-    pricing = BeamPricing(latency, len(input_ids) * HOST_S) if latency is not None else None
-    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids), table, config.step_budget, pricing,
-                  pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
+    vocab = logits_width(model)
+    table = AdjacencyTable(vocab, max(2, k)) if config.enabled else None
+    pricing = BeamPricing(costs, len(input_ids)) if costs is not None else None
+    run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids, vocab), table, config.step_budget,
+                  pricing, pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
     with slotted(call.cache):  # steps write their KV in place; a reorder copies only the beams' own slots
         # 1. prefill and the first beam step. Plain beam search feeds k copies of each prompt, and its first step
         # reads the first copy's logits alone; lade feeds each prompt once and repeats its KV and logits for its k beams
@@ -169,7 +180,7 @@ def step(run: BeamRun) -> int:
     first = torch.tensor([past - pad for pad in run.pads], device=run.device)  # [N] the last tokens' positions
     # 2b. one forward for every row and node
     with run.stats.timed_forward(run.device):
-        logits = call.step(batch, first, past, _cache_visibility(run.pads, past, run.device))  # [N, Q, V]
+        logits = call.step(batch, first, past, cache_visibility(run.pads, None, past, run.device))  # [N, Q, V]
     if run.table is not None:  # every row's root and nodes (not the dummies) teach the successor table
         fed = torch.tensor([r * batch.size + i for r, rows in enumerate(node_rows) for i in [0, *rows]],
                            device=run.device)  # [F]
@@ -197,7 +208,7 @@ def step(run: BeamRun) -> int:
     reorder_rows(call.cache, origin, run.shared, cross=not run.shared)
     compact(call.cache, past, [past] * rows, [[0, *(node_rows[o][n] for n in p)] for o, p in zip(origin, path)])
     if run.pricing is not None:
-        run.pricing.observe(drafted, replayed)
+        run.pricing.observe(drafted, replayed, batch.size, run.stats.last_forward_s)
     return replayed
 
 
@@ -269,18 +280,14 @@ def _successors(table: AdjacencyTable | None, token: int, widths: tuple[int, ...
     return chains
 
 
-def _pools(config: LookaheadConfig, input_ids: torch.Tensor, pads: list[int], k: int,
-           source_ids: torch.Tensor | None) -> list[NGramPool]:
-    """One pool per prompt, seeded with its source's and prompt's n-grams."""
-    pools = []
-    for b in range(input_ids.shape[0] // k):
-        pool = NGramPool.for_config(config)
-        if config.pool_from_prompt:
-            if source_ids is not None:
-                pool.add_sequence(source_ids[min(b, source_ids.shape[0] - 1)].tolist())
-            pool.add_sequence(input_ids[b * k, pads[b * k] :].tolist())
-        pools.append(pool)
-    return pools
+def _pools(config: LookaheadConfig, input_ids: torch.Tensor, pads: list[int], k: int, source_ids: torch.Tensor | None,
+           vocab_size: int) -> list[NGramPool]:
+    """One pool per prompt, shared by its beams: the pool of the lookahead drafter (the drafter registry's) of the
+    prompt, seeded as that drafter seeds it (the source's and prompt's n-grams)."""
+    return [make_drafter(config, RowContext(input_ids[b * k, pads[b * k] :],
+                                            source_ids[min(b, source_ids.shape[0] - 1)] if source_ids is not None
+                                            else None, vocab_size)).pool
+            for b in range(input_ids.shape[0] // k)]
 
 
 def _learn(run: BeamRun, replayed: int) -> None:
@@ -293,22 +300,13 @@ def _learn(run: BeamRun, replayed: int) -> None:
         run.pools[r // k].add_tail(running[r, run.pads[r] :], replayed)
 
 
-def _cache_visibility(pads: list[int], past: int, device: torch.device) -> torch.Tensor | None:
-    """[N, past] bool: the slots of each row's own tokens (not its left padding); None without padding."""
-    if not any(pads):
-        return None
-    return torch.arange(past, device=device)[None, :] >= torch.tensor(pads, device=device)[:, None]
-
-
 def _output(model, run: BeamRun, gen: GenerationConfig):
     """What plain beam search returns: the sequences, or with return_dict_in_generate an output object."""
     search = run.search
     sequences, scores, indices = search.result(gen.num_return_sequences)
     if not gen.return_dict_in_generate:
         return sequences
-    output_type = LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else \
-        LookaheadBeamDecoderOnlyOutput
     cache = run.call.cache if gen.use_cache else None  # each running beam's tokens but its last, as plain leaves it
-    return output_type(sequences=sequences, sequences_scores=scores if gen.output_scores else None,
+    return output_type(model, beams=True)(sequences=sequences, sequences_scores=scores if gen.output_scores else None,
                        scores=search.scores, logits=search.logits, beam_indices=indices, **{CACHE_KWARG: cache},
                        lookahead_stats=run.stats)

@@ -16,6 +16,8 @@ from transformers.cache_utils import (
     EncoderDecoderCache,
 )
 
+from .compat import replicated_layer_class, set_replicated_layer_class, swap_class
+
 
 class UnsupportedCacheError(ValueError):
     pass
@@ -171,7 +173,7 @@ class SlotLayer(DynamicLayer):
             self.keys, self.values = self.keys.clone(), self.values.clone()
         for name in ("_key_buffer", "_value_buffer"):
             self.__dict__.pop(name, None)
-        self.__class__ = DynamicLayer
+        swap_class(self, DynamicLayer)
 
 
 @contextmanager
@@ -181,15 +183,15 @@ def slotted(cache: Cache) -> Iterator[None]:
     inner = self_attention_cache(cache)
     for layer in inner.layers:
         if type(layer) is DynamicLayer:
-            layer.__class__ = SlotLayer  # same object and state: only update changes
-    lazy = getattr(inner, "layer_class_to_replicate", None) is DynamicLayer  # a cache that adds layers as it goes
+            swap_class(layer, SlotLayer)  # same object and state: only update changes
+    lazy = replicated_layer_class(inner) is DynamicLayer  # a cache that adds layers as it goes
     if lazy:
-        inner.layer_class_to_replicate = SlotLayer
+        set_replicated_layer_class(inner, SlotLayer)
     try:
         yield
     finally:
         if lazy:
-            inner.layer_class_to_replicate = DynamicLayer
+            set_replicated_layer_class(inner, DynamicLayer)
         for layer in inner.layers:
             if isinstance(layer, SlotLayer):
                 layer.release()

@@ -1,19 +1,23 @@
-"""Every private transformers API lade's core touches, in one place, each with why.
+"""Every private or undocumented transformers API lade's core touches, in one place, each with why.
 
 transformers has no public way to do these things; when a release moves one of them, this module is the one to
-change, and `tests/test_compat.py` runs lade against an earlier release to show which range it works with.
-Everything else in the core uses public transformers API (AttentionInterface, Cache, GenerationConfig, logits
-processors, stopping criteria, generate's `custom_generate` hook).
+change. Each function names what it reaches; all were checked against transformers 5.20.0 and 5.24.0 (the ends of
+pyproject's range, which tests/compat_check.py runs lade against in CI: scripts/compat_ends.sh) and 5.25.0.
+tests/core/test_compat_boundary.py reads lade/'s syntax trees and fails on a private transformers name, import or
+`__class__` swap anywhere else. Everything else in the core uses public transformers API (AttentionInterface,
+Cache, GenerationConfig, logits processors, stopping criteria, generate's `custom_generate` hook).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 from dataclasses import fields
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel
+from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
 from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerationMixin
 
 # The attention function an attention layer calls is ALL_ATTENTION_FUNCTIONS[config._attn_implementation], read on
@@ -122,3 +126,62 @@ class PlainBeamSteps:
                              f"release lacks ({', '.join(missing)}): upgrade transformers, or set num_beams=1")
         for name in BEAM_STEP_FUNCTIONS:
             setattr(self, name[1:], getattr(model, name))
+
+
+def model_name(config) -> str:
+    """The name or path the model was loaded from (`config._name_or_path`, private; "" when built in code)."""
+    return getattr(config, "_name_or_path", "") or ""
+
+
+def plain_sample(model, input_ids: torch.Tensor, **kwargs):
+    """transformers' own greedy/sampling loop (`GenerationMixin._sample`, private: what `model.generate` runs once it
+    prepared the inputs), called on the model's class so a custom_generate hook on the instance is not re-entered;
+    kwargs: generate's (logits_processor, stopping_criteria, generation_config, synced_gpus, streamer, model inputs)."""
+    return type(model)._sample(model, input_ids, **kwargs)
+
+
+def swap_class(obj, cls: type) -> None:
+    """Make `obj` (a transformers cache layer) an instance of `cls`, a subclass or base of its class with the same
+    state: the same object keeps its tensors, only its methods change (lade.cache.slotted)."""
+    obj.__class__ = cls
+
+
+def replicated_layer_class(cache) -> type | None:
+    """The layer class a lazily built cache adds layers of (`layer_class_to_replicate`, undocumented; None for a
+    cache built with its layers)."""
+    return getattr(cache, "layer_class_to_replicate", None)
+
+
+def set_replicated_layer_class(cache, cls: type) -> None:
+    """Set the layer class a lazily built cache adds its next layers of (see `replicated_layer_class`)."""
+    cache.layer_class_to_replicate = cls
+
+
+def repetition_penalty_for_row(proc, index: int):
+    """The processor as one batch row sees it: generate gives RepetitionPenaltyLogitsProcessor each row's padding
+    length as a tensor (`prompt_ignore_length`, undocumented), which a processor called with one row's ids [1, S] must
+    hold as that row's int; any other processor unchanged."""
+    if isinstance(proc, RepetitionPenaltyLogitsProcessor) and isinstance(proc.prompt_ignore_length, torch.Tensor):
+        proc = copy.copy(proc)
+        proc.prompt_ignore_length = int(proc.prompt_ignore_length[index])
+    return proc
+
+
+# transformers' dynamic-NTK rotary modules (`dynamic_rope_update`, modeling_rope_utils) keep their state in
+# undocumented attributes: `max_seq_len_cached` (or `<layer type>_max_seq_len_cached` for per-layer RoPE), the
+# `original_max_seq_len` growth resets to, and `attention_scaling`.
+
+def dynamic_rope_cached(module: torch.nn.Module, layer_type: str | None) -> int:
+    """The seq_len a dynamic rotary module's current frequencies were computed for."""
+    own = getattr(module, f"{layer_type}_max_seq_len_cached", None) if layer_type else None
+    return int(own if own is not None else module.max_seq_len_cached)
+
+
+def dynamic_rope_original(module: torch.nn.Module) -> int:
+    """The length a dynamic rotary module resets its frequencies at (its max_position_embeddings)."""
+    return int(module.original_max_seq_len)
+
+
+def dynamic_rope_state(module: torch.nn.Module) -> dict:
+    """The attributes (beside its buffers) that a dynamic rotary module changes as it grows or resets."""
+    return {k: v for k, v in vars(module).items() if "max_seq_len_cached" in k or "attention_scaling" in k}

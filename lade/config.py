@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from .drafters.registry import drafter_names, registered
 
 ATTENTION_PATHS = ("auto", "mask", "split", "flex")
+AUTO_BUDGET = 24  # most draft nodes the adaptive planner considers per step under "auto"
+AUTO_DRAFT = "merged"  # the adaptive drafter "auto" runs
 MAX_STEP_TOKENS = 4096  # most tokens one step may feed: 1 + (W + G)(N - 1); beyond it a step is a prefill, not a guess
 
 

@@ -1,14 +1,15 @@
 """Device cost model: lookahead decoding (arXiv 2402.02057) trades FLOPs per step for fewer steps, so whether
-it pays depends on how a step's latency grows with the tokens it feeds.
+it pays depends on how a step's latency grows with the tokens it feeds, and on the host work a step costs.
 
 - `measure_latency` / `latency_profile`: latency(q), the fastest of a few timed forwards of q tokens at a
-  representative cache length, measured on the model's device (cached as JSON per model shape, dtype and device
-  in the lade cache directory, best effort: a cache file that is not a usable profile is ignored with a warning and
-  measured again, a cache that cannot be written is a warning).
-- `predict` / `choose_config`: tokens/s of each config predicted as compression / (mean step latency + host_s),
+  representative cache length, measured on the model's device together with the host work of a step there (a
+  drafting row's, lade.host_cost), cached as JSON per model shape, dtype and device in the lade cache directory,
+  best effort: a cache file that is not a usable profile is ignored with a warning and measured again, a cache that
+  cannot be written is a warning. lade.profile combines the profiles of a few row counts into every row count's.
+- `predict` / `choose_config`: each config's speedup over plain decoding, priced by lade.pricing (the one rule)
   with compression, tokens per step and the share of one-token steps (a pool-only config feeds one token when no
   candidate matches) taken from a measured prior (lade/cost_prior.py); the fastest config, or a disabled one
-  (plain decoding) when none is predicted to beat plain decoding by `min_speedup`. lade.auto uses these.
+  (plain decoding) when none pays. lade.auto uses these.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from .cache import crop
+from .compat import attn_implementation, model_name
 from .config import LookaheadConfig
 from .cost_prior import PRIOR
 from .cpu_linear import packed_linear_count
 from .device import device_description, synchronize
 from .encoder_decoder import EncoderDecoderCall
+from .host_cost import HostTimer, drafting_seconds
 from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
+from .pricing import THRESHOLD, Costs, Plan, pays, speedup, step_seconds
 from .tree import TokenTree
 from .user_cache import cache_dir
 from .vocabulary import input_vocab, position_limit
@@ -46,16 +50,15 @@ LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measu
 BATCH_QS = (1, 2, 3, 4, 6, 8, 12, 16)  # tokens per row and step measured for a batch (profiles with rows > 1)
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
 SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to during the measurement
-HOST_S = 1.8e-3  # a drafting row's work per step outside the forward beyond an undrafted row's, in seconds
-LOOP_S = 0.7e-3  # lade's work per row and step outside the forward beyond transformers' plain loop, in seconds
-# (both as scripts/host_cost.py measures them with the embedded model on a 2-core CPU; a faster host spends less)
-MIN_SPEEDUP = 1.05  # predicted gain a config needs before auto prefers it to plain decoding
 TASKS = ("chat", "code", "mixed")
-STEP_VERSION = 2  # bumped when a step's forward changes cost (v2: masked sdpa steps read grouped heads in place)
+STEP_VERSION = 3  # bumped when a step's cost or the profile's format changes (v3: host work measured with it)
 FLOOR = 0.6  # a usable profile times no step under FLOOR x its smallest step (which it does all the work of)
 MEASURE_ROUNDS = 4  # most measurements merged until a fresh profile is usable (noise only ever adds time)
 MAX_CACHE_BYTES = 1 << 20  # a cached profile is a few hundred bytes; a larger file is not one
 _IN_MEMORY: dict[Path, LatencyProfile] = {}  # profiles whose cache file could not be written, kept for this process
+
+
+HOST_FIELDS = ("host_s", "loop_s")
 
 
 class ProfileError(ValueError):
@@ -64,12 +67,16 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class LatencyProfile:
-    """seconds[i]: fastest time of one forward of qs[i] tokens with `context` cached tokens, on device `key`."""
+    """seconds[i]: fastest time of one forward of qs[i] tokens with `context` cached tokens, on device `key`; host_s
+    and loop_s: a drafting row's work per step outside the forward, and lade's loop's per row and step, measured
+    there too (lade.host_cost; 0 where not measured)."""
 
     key: str
     context: int
     qs: tuple[int, ...]
     seconds: tuple[float, ...]
+    host_s: float = 0.0
+    loop_s: float = 0.0
 
     def __call__(self, q: float) -> float:
         """Latency of a q-token step: linear interpolation, linear extrapolation past the last measured q with the
@@ -103,7 +110,10 @@ class LatencyProfile:
                 raise ProfileError(f"{name} must be a list of numbers")
         if not all(_is_int(q) for q in raw["qs"]):
             raise ProfileError("qs must be whole token counts")
-        profile = cls(raw["key"], raw["context"], tuple(raw["qs"]), tuple(float(s) for s in raw["seconds"]))
+        if not all(_is_number(raw[name]) and math.isfinite(raw[name]) and raw[name] >= 0 for name in HOST_FIELDS):
+            raise ProfileError(f"{' and '.join(HOST_FIELDS)} must be finite non-negative seconds")
+        profile = cls(raw["key"], raw["context"], tuple(raw["qs"]), tuple(float(s) for s in raw["seconds"]),
+                      *(float(raw[name]) for name in HOST_FIELDS))
         profile.check()
         return profile
 
@@ -149,10 +159,10 @@ def device_key(model, rows: int = 1) -> str:
     packed or not), device (and CPU threads), how lade runs a step (STEP_VERSION: a cached profile of an older
     step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1)."""
     config = model.config.get_text_config(decoder=True)
-    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    name = model_name(model.config) or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                                                     "num_key_value_heads", "intermediate_size", "vocab_size")]
-    attn = getattr(model.config, "_attn_implementation", None)
+    attn = attn_implementation(model.config)
     packed = packed_linear_count(model)
     linears = f"|packed linears {packed}" if packed else ""
     return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"
@@ -185,7 +195,8 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
                     rows: int = 1) -> LatencyProfile:
     """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens (both cut to
     fit the model's position table); rows > 1: steps of `rows` sequences feeding q tokens each, [rows, q], as a
-    batch (or the beams of beam search) feeds them.
+    batch (or the beams of beam search) feeds them. Around the forwards, the host work of a step on this device
+    (lade.host_cost): lade's loop's per row, and a drafting row's.
 
     Each step goes through lade's own layout and model call (4-D mask, logical positions), so the times include
     what a real step pays; the q values are interleaved so machine noise hits them alike, and the fastest repeat is
@@ -200,19 +211,27 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
     call.prefill(prompt)
     first = torch.full((rows,), context, device=device)  # [R]
     times: dict[int, list[float]] = {q: [] for q in qs}
+    loop = HostTimer()
     for round_ in range(repeats + 1):
         for q in qs:
+            host = time.perf_counter()
             # each row one window level of q - 1 tokens, so the step feeds [rows, q]
             batch = stack_layouts([build_layout(int(prompt[r, -1]), prompt[r : r + 1, : q - 1], TokenTree([]), device)
                                    for r in range(rows)])
             synchronize(device)
             start = time.perf_counter()
-            call.step(batch, first, context, None)
+            logits = call.step(batch, first, context, None)  # [R, q, V]
             synchronize(device)
-            if round_:
-                times[q].append(time.perf_counter() - start)
+            end = time.perf_counter()
+            logits[:, 0].argmax(-1).tolist()  # [R] the loop reads each row's token
             crop(call.cache, context)  # drop the step's KV again
-    return LatencyProfile(device_key(model, rows), context, tuple(qs), tuple(min(times[q]) for q in qs))
+            if round_:
+                times[q].append(end - start)
+                if q == qs[0]:
+                    loop.add(start - host + time.perf_counter() - end, rows)
+    host_s = drafting_seconds(prompt[0].cpu(), logits.shape[-1])
+    return LatencyProfile(device_key(model, rows), context, tuple(qs), tuple(min(times[q]) for q in qs), host_s,
+                          loop.median())
 
 
 def latency_profile(model, cache: Path | None = None, refresh: bool = False,
@@ -318,11 +337,8 @@ class Prediction:
 
 def step_latency(latency, step_tokens: float, single_share: float) -> float:
     """Mean latency of a step mix: a share `single_share` of one-token steps, the rest of equal size, together
-    feeding `step_tokens` tokens per step on average."""
-    if single_share >= 1.0:
-        return latency(1)
-    wide = (step_tokens - single_share) / (1.0 - single_share)  # tokens of a step that is not a one-token step
-    return single_share * latency(1) + (1.0 - single_share) * latency(wide)
+    feeding `step_tokens` tokens per step on average (lade.pricing.step_seconds with no host work)."""
+    return step_seconds(Costs.of_latency(latency), Plan(tokens=step_tokens, single_share=single_share, drafting=0))
 
 
 def prior_table(task: str, prior: Mapping = PRIOR) -> dict[tuple[int, ...], tuple[float, float, float]]:
@@ -335,27 +351,34 @@ def prior_table(task: str, prior: Mapping = PRIOR) -> dict[tuple[int, ...], tupl
     return {k: tuple((a + b) / 2 for a, b in zip(prior["chat"][k], prior["code"][k])) for k in sorted(common)}
 
 
-def predict(latency, task: str = "mixed", host_s: float = HOST_S, prior: Mapping = PRIOR) -> list[Prediction]:
-    """Predicted speedup over plain decoding of every prior config, fastest first.
+def costs_of(latency: Costs | Callable[[float], float], host_s: float | None = None) -> Costs:
+    """The Costs of a latency model: Costs as given, else a single-sequence latency model (q -> seconds) with the host
+    work it carries (a LatencyProfile's measured host_s and loop_s; none for a plain callable); host_s overrides."""
+    costs = latency if isinstance(latency, Costs) else \
+        Costs.of_latency(latency, getattr(latency, "host_s", 0.0), getattr(latency, "loop_s", 0.0))
+    return costs if host_s is None else replace(costs, host_s=host_s)
 
-    latency: q -> seconds (a LatencyProfile or any callable).
-    speedup = compression * latency(1) / (step_latency(latency, step_tokens, single_share) + host_s).
-    """
-    plain = latency(1)
+
+def predict(latency: Costs | Callable[[float], float], task: str = "mixed", host_s: float | None = None,
+            prior: Mapping = PRIOR, rows: int = 1, handed_over: bool = False) -> list[Prediction]:
+    """Predicted speedup (lade.pricing.speedup) of every prior config, fastest first: steps of `rows` rows each
+    compressing and feeding as the prior says, against plain steps of lade's loop, or with handed_over against
+    transformers' own loop. latency: Costs, or q -> seconds of one sequence's step (`costs_of`)."""
+    costs = costs_of(latency, host_s)
     predictions = [
-        Prediction(config, c, q, c * plain / (step_latency(latency, q, s) + host_s))
+        Prediction(config, c, q, speedup(costs, Plan(rows, q, rows * c, s, handed_over=handed_over)))
         for config, (c, q, s) in prior_table(task, prior).items()
     ]
     return sorted(predictions, key=lambda p: -p.speedup)
 
 
-def choose_config(latency, task: str = "mixed", min_speedup: float = MIN_SPEEDUP, host_s: float = HOST_S,
-                  prior: Mapping = PRIOR, allowed: Callable[[LookaheadConfig], bool] | None = None,
-                  **config_fields) -> LookaheadConfig:
-    """The predicted fastest config among those `allowed` (None: all), or LookaheadConfig(enabled=False) if it gains
-    less than `min_speedup`."""
+def choose_config(latency: Costs | Callable[[float], float], task: str = "mixed", min_speedup: float = THRESHOLD,
+                  host_s: float | None = None, prior: Mapping = PRIOR,
+                  allowed: Callable[[LookaheadConfig], bool] | None = None, **config_fields) -> LookaheadConfig:
+    """The predicted fastest config among those `allowed` (None: all), or LookaheadConfig(enabled=False) where none
+    pays (lade.pricing.pays at `min_speedup`)."""
     for best in predict(latency, task, host_s, prior):
-        if best.speedup < min_speedup:
+        if not pays(best.speedup, min_speedup):
             break
         config = LookaheadConfig.from_key(best.config, **config_fields)
         if allowed is None or allowed(config):

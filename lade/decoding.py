@@ -6,38 +6,40 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig
 from transformers.cache_utils import Cache
-from transformers.generation.logits_process import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
+from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import StoppingCriteriaList
 
 from .auto import auto_task, resolve_config
 from .batch_scores import batch_outputs
-from .beams import beam_config, beam_generate, logits_width
+from .beams import beam_config, beam_generate
 from .cache import crop, new_cache, self_attention_cache, slotted
 from .checks import check_corpus, check_corpus_draft, check_generation
-from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor
+from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor, repetition_penalty_for_row
 from .config import LookaheadConfig
 from .corpus import Corpus
-from .cost import HOST_S, latency_profile
 from .drafters import RowContext, make_drafter
 from .drafters.allocation import StepSizer
 from .drafters.step_cost import StepCost
 from .encoder_decoder import EncoderDecoderCall
-from .handover import drafts_can_pay, learned_rows, plain_generate, rows_latency
+from .handover import drafts_can_pay, learned_rows, plain_generate
 from .loop import Run, decode
 from .model_call import ModelCall
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput
+from .outputs import output_type
+from .pricing import Costs
+from .profile import device_costs
 from .rope import Positions, frequencies_kept
 from .rows import Row, pad_rows
 from .sampling import TokenChooser
 from .strategy import LocalStrategy, Strategy
+from .vocabulary import logits_width
 from .windows import check_window
 
 
@@ -67,13 +69,61 @@ def lookahead_generate(
     source tokens, whose n-grams also seed the pool (`lade.generate` passes them). lookahead_strategy: builds the
     loop's strategy from (model, input_ids, generation_config, logits_processor, model_kwargs, lookahead_config);
     None decodes in this process (lade.distributed passes lookahead parallelism's). lookahead_latency: the latency
-    model (q -> seconds of a q-token step, e.g. a lade.cost.LatencyProfile) that "auto" and adaptive drafts use;
-    None measures this model's profile once (cached). lookahead_model_call: the class of a decoder-only model's call
-    (a ModelCall subclass, e.g. one that compiles or replays forwards); None: ModelCall. corpus: a lade.Corpus of
-    earlier requests the drafts also come from (lade/corpus.py), which learns every row's prompt and output at the
-    end of the call.
+    model (q -> seconds of a q-token step, e.g. a lade.cost.LatencyProfile, whose measured host work it carries)
+    that "auto" and adaptive drafts use; None measures this model's profile once (cached, lade.profile).
+    lookahead_model_call: the class of a decoder-only model's call (a ModelCall subclass, e.g. one that compiles or
+    replays forwards); None: ModelCall. corpus: a lade.Corpus of earlier requests the drafts also come from
+    (lade/corpus.py), which learns every row's prompt and output at the end of the call.
     """
+    # 1. resolve: every refusal (no forward, no streamer call), the config, the strategy, the step costs
     gen, processors = generation_config, logits_processor
+    call = _resolve(model, input_ids, processors, stopping_criteria, gen, synced_gpus, streamer, lookahead_config,
+                    lookahead_streamer, lookahead_strategy, lookahead_latency, corpus, model_kwargs)
+    # 2. the loop: transformers' own where "auto" finds no draft pays a batch (lade/handover.py), beam search's
+    # (lade/beams.py), or lookahead's (lade/loop.py); each returns what model.generate returns
+    if call.loop == "beams":
+        model_call = _model_call(model, call.cache, model_kwargs, call.config.attention,
+                                 lookahead_model_call or ModelCall)
+        return beam_generate(model, model_call, input_ids, call.pads, call.config, gen, processors, stopping_criteria,
+                             model_kwargs.get("attention_mask"), lookahead_source_ids, call.costs)
+    if call.loop == "transformers":
+        _stream_prompt(call, input_ids)
+        out = plain_generate(model, input_ids, processors, stopping_criteria, gen, call.synced_gpus, call.streamer,
+                             model_kwargs)
+        learned = learned_rows(out, input_ids.shape[1], call.pads, gen) if corpus is not None else []
+    else:
+        source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
+        out, rows = _lookahead(model, call, input_ids, gen, processors, stopping_criteria, source, model_kwargs,
+                               lookahead_model_call or ModelCall, corpus)
+        learned = [row.tokens.tolist() for row in rows] if corpus is not None else []
+    # 3. the corpus learns each row's prompt (without its padding) and output
+    for tokens, pad in zip(learned, call.pads):
+        corpus.add(tokens, prompt_length=input_ids.shape[1] - pad)
+    return out
+
+
+@dataclass
+class Resolved:
+    """What `_resolve` decided for one call."""
+
+    strategy: Strategy
+    pads: list[int]  # [B] each row's left padding
+    config: LookaheadConfig
+    loop: str  # "transformers" | "beams" | "lookahead"
+    costs: Costs | None  # the step costs adaptive drafts and "auto" beam search price with (None: not priced)
+    streamer: object | None  # the one streamer
+    prompt_streamed: bool  # whether transformers put the prompt into it already
+    cache: Cache
+    synced_gpus: bool
+    keep_scores: bool  # return_dict_in_generate with output_scores
+
+
+def _resolve(model, input_ids: torch.Tensor, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
+             gen: GenerationConfig, synced_gpus: bool, streamer, lookahead_config, lookahead_streamer,
+             lookahead_strategy, latency: Callable[[float], float] | None, corpus: Corpus | None,
+             model_kwargs: dict) -> Resolved:
+    """Every refusal (no forward, no streamer call), then the configuration and the loop ("auto" may time the model,
+    keeping the RoPE state plain decoding would start from)."""
     beams = gen.num_beams is not None and gen.num_beams > 1
     if beams and lookahead_strategy is not None:
         raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams "
@@ -86,65 +136,28 @@ def lookahead_generate(
     caller = generate_call_arguments()  # what transformers does not hand a callable custom_generate
     streamer, prompt_streamed = _streamer(caller, streamer, lookahead_streamer)
     cache = model_kwargs.get(CACHE_KWARG) if model_kwargs.get(CACHE_KWARG) is not None else new_cache(model)
-
-    # 1. every refusal (no forward, no streamer call), then the configuration ("auto" may time the model, keeping the
-    # RoPE state plain decoding would start from)
+    synced = bool(synced_gpus or caller.get("synced_gpus"))
     check_corpus(corpus, logits_width(model), model.config.model_type, lookahead_strategy is not None)
     with frequencies_kept(model):
         pads, config = strategy.setup(
             lambda: check_generation(model, input_ids, gen, processors, stopping_criteria, model_kwargs, cache,
-                                     bool(synced_gpus or caller.get("synced_gpus")), streamer,
-                                     caller.get("assistant_model")),
+                                     synced, streamer, caller.get("assistant_model")),
             lambda: beam_config(lookahead_config, gen, model) if beams else
-            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=lookahead_latency,
+            resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=latency,
                            allowed=strategy.accepts),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         n, task = input_ids.shape[0], auto_task(requested)  # rows per step: B, or B * k beams
-        multi = functools.cache(lambda: rows_latency(model, n, lookahead_latency))  # [n, q] steps, loaded once
-        latency = _drafting_latency(model, config, requested, lookahead_latency, multi if beams else None)
-        plain = task is not None and lookahead_strategy is None and n > 1 and not beams and \
-            not drafts_can_pay(multi(), n, task)
+        costs = functools.cache(lambda: device_costs(model, latency))  # measured (or read from the cache) once
+        priced = _priced(config, requested, latency, beams)
+        handed_over = task is not None and lookahead_strategy is None and n > 1 and not beams and \
+            not drafts_can_pay(costs(), n, task)
+        loop = "transformers" if handed_over else "beams" if beams else "lookahead"
+        priced_costs = costs() if priced and loop != "transformers" else None
     check_corpus_draft(corpus, config)
-    check_window(model, cache, gen, 1 if plain else config.max_step_tokens())
-    if plain:  # "auto" with several rows per step where no draft pays: transformers' own loop (lade/handover.py)
-        if streamer is not None and not prompt_streamed:
-            streamer.put(input_ids.cpu())
-        out = plain_generate(model, input_ids, processors, stopping_criteria, gen,
-                             bool(synced_gpus or caller.get("synced_gpus")), streamer, model_kwargs)
-        for tokens, pad in zip(learned_rows(out, input_ids.shape[1], pads, gen), pads) if corpus is not None else ():
-            corpus.add(tokens, prompt_length=input_ids.shape[1] - pad)
-        return out
-    if corpus is not None:
-        corpus.bind(logits_width(model), model.config.model_type)
-
-    if beams:  # beam search: its own steps over the same model call (lade/beams.py)
-        call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
-        return beam_generate(model, call, input_ids, pads, config, gen, processors, stopping_criteria,
-                             model_kwargs.get("attention_mask"), lookahead_source_ids, latency)
-
-    # 2. the rows and what every step shares
-    source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
-    rows = _rows(model, input_ids, pads, config, gen, processors, strategy, source, latency, corpus)
-    call = _model_call(model, cache, model_kwargs, config.attention, lookahead_model_call or ModelCall)
-    run = _run(call, model, config, gen, stopping_criteria, streamer, strategy, input_ids.device,
-               _sizer(config, latency, multi, rows))
-    if streamer is not None and not prompt_streamed:
-        streamer.put(input_ids.cpu())
-
-    # 3. the loop
-    start = time.perf_counter()
-    with strategy.guard(), slotted(cache):
-        decode(run, rows, input_ids, model_kwargs.get("attention_mask") if any(pads) else None,
-               self_attention_cache(cache).get_seq_length())
-    strategy.finish()
-    run.stats.total_time_s = time.perf_counter() - start
-    for row in rows if corpus is not None else ():
-        corpus.add(row.tokens.tolist(), prompt_length=input_ids.shape[1] - row.pad)
-    if streamer is not None:
-        streamer.end()
-    return _output(model, rows, gen, run, strategy, model_kwargs.get("attention_mask") if any(pads) else None,
-                   config.attention)
+    check_window(model, cache, gen, 1 if loop == "transformers" else config.max_step_tokens())
+    return Resolved(strategy, pads, config, loop, priced_costs, streamer, prompt_streamed, cache, synced,
+                    bool(gen.return_dict_in_generate and gen.output_scores))
 
 
 def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None, bool]:
@@ -155,61 +168,68 @@ def _streamer(caller: dict, streamer, lookahead_streamer) -> tuple[object | None
     return lookahead_streamer or caller.get("streamer") or streamer, prompt_streamed
 
 
-def _drafting_latency(model, config: LookaheadConfig, requested, latency: Callable[[float], float] | None,
-                      beam_rows: Callable[[], Callable[[float], float]] | None = None
-                      ) -> Callable[[float], float] | None:
-    """The latency model adaptive drafts plan with: the one passed in, else the model's measured profile. "auto"
-    beam search (beam_rows: the latency model of steps of all its B * k rows, `rows_latency`) prices its steps with
-    beam_rows()."""
+def _priced(config: LookaheadConfig, requested, latency: Callable[[float], float] | None, beams: bool) -> bool:
+    """Whether the call's steps are priced: adaptive drafts, and "auto" beam search (fixed beam configs draft as
+    configured); a latency model passed to a call that prices nothing is refused."""
     if latency is not None and not config.adaptive and not isinstance(requested, str):
         raise ValueError("lookahead_latency is used by lookahead_config='auto' and by adaptive drafts "
                          f"(adaptive=True); {config.label!r} is neither: drop lookahead_latency")
-    if beam_rows is not None:  # "auto" beam search prices every step (lade/beams.py); fixed configs draft as configured
-        return beam_rows() if isinstance(requested, str) else None
-    if not (config.adaptive and config.enabled):
-        return None
-    return latency if latency is not None else latency_profile(model)
+    if beams:
+        return isinstance(requested, str)
+    return config.adaptive and config.enabled
 
 
-def _sizer(config: LookaheadConfig, latency: Callable[[float], float] | None,
-           batch_rows: Callable[[], Callable[[float], float]], rows: list[Row]) -> StepSizer | None:
+def _stream_prompt(call: Resolved, input_ids: torch.Tensor) -> None:
+    if call.streamer is not None and not call.prompt_streamed:
+        call.streamer.put(input_ids.cpu())
+
+
+def _lookahead(model, call: Resolved, input_ids: torch.Tensor, gen: GenerationConfig,
+               processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList, source: torch.Tensor | None,
+               model_kwargs: dict, decoder_only: type[ModelCall], corpus: Corpus | None) -> tuple[object, list[Row]]:
+    """lade's own loop (lade/loop.py) over one Row per sequence -> (what model.generate returns, the rows)."""
+    if corpus is not None:
+        corpus.bind(logits_width(model), model.config.model_type)
+    rows = _rows(model, input_ids, call, gen, processors, source, corpus)
+    model_call = _model_call(model, call.cache, model_kwargs, call.config.attention, decoder_only)
+    run = Run(model_call, model_call.cache, TokenChooser.for_generation(bool(gen.do_sample), call.config,
+                                                                       input_ids.device),
+              call.strategy, stopping_criteria, call.streamer, call.strategy.new_stats(), call.keep_scores,
+              Positions.of(model), model.device, _sizer(call.config, call.costs, rows))
+    prompt_mask = model_kwargs.get("attention_mask") if any(call.pads) else None
+    _stream_prompt(call, input_ids)
+    start = time.perf_counter()
+    with call.strategy.guard(), slotted(call.cache):
+        decode(run, rows, input_ids, prompt_mask, self_attention_cache(call.cache).get_seq_length())
+    call.strategy.finish()
+    run.stats.total_time_s = time.perf_counter() - start
+    if call.streamer is not None:
+        call.streamer.end()
+    return _output(model, rows, gen, run, call.strategy, prompt_mask, call.config.attention), rows
+
+
+def _sizer(config: LookaheadConfig, costs: Costs | None, rows: list[Row]) -> StepSizer | None:
     """Adaptive drafters that rank their nodes (`offer`, `rest`) are sized together, for the whole batch's step; None
-    where drafts are not adaptive or a drafter plans its own steps. A batch's step of q tokens in all is priced as a
-    step of its B rows feeding q / B tokens each (batch_rows(): the latency model of B-row steps, `rows_latency`)."""
-    if latency is None or not all(hasattr(row.drafter, "offer") and hasattr(row.drafter, "rest") for row in rows):
+    where drafts are not priced or a drafter plans its own steps. A batch's step of q tokens in all is priced as a
+    step of its B rows feeding q / B tokens each."""
+    if costs is None or not all(hasattr(row.drafter, "offer") and hasattr(row.drafter, "rest") for row in rows):
         return None
-    if len(rows) > 1:
-        latency = _over_rows(batch_rows(), len(rows))
-    return StepSizer(StepCost(latency, HOST_S), getattr(config.draft_options, "correct_latency", True))
+    per_row = costs.rows(len(rows))
+    return StepSizer(StepCost(lambda q: per_row(q / len(rows)), costs.host_s),
+                     getattr(config.draft_options, "correct_latency", True))
 
 
-def _over_rows(per_row: Callable[[float], float], count: int) -> Callable[[float], float]:
-    """q tokens over all `count` rows of a step -> seconds, from `per_row` (tokens per row -> seconds)."""
-    return lambda q: per_row(q / count)
-
-
-def _rows(model, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig, gen: GenerationConfig,
-          processors: LogitsProcessorList, strategy: Strategy, source: torch.Tensor | None,
-          latency: Callable[[float], float] | None, corpus: Corpus | None) -> list[Row]:
+def _rows(model, input_ids: torch.Tensor, call: Resolved, gen: GenerationConfig, processors: LogitsProcessorList,
+          source: torch.Tensor | None, corpus: Corpus | None) -> list[Row]:
     """One Row per sequence of input_ids [B, P], each with its own drafter and view of the processors."""
-    keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
     keep_logits = bool(gen.return_dict_in_generate and gen.output_logits)
-    vocab = logits_width(model)
+    vocab, pads, costs = logits_width(model), call.pads, call.costs
+    latency, host_s = (costs.rows(1), costs.host_s) if costs is not None else (None, 0.0)
     return [Row(b, pads[b], input_ids[b : b + 1].long(), input_ids.shape[1],  # long: what plain generate returns
-                make_drafter(config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, HOST_S, corpus)),
-                _row_processors(processors, b), strategy.new_stats(), [] if keep_scores else None,
+                make_drafter(call.config, RowContext(input_ids[b, pads[b] :], source, vocab, latency, host_s, corpus)),
+                _row_processors(processors, b), call.strategy.new_stats(), [] if call.keep_scores else None,
                 [] if keep_logits else None)
             for b in range(input_ids.shape[0])]
-
-
-def _run(call: ModelCall, model, config: LookaheadConfig, gen: GenerationConfig,
-         stopping_criteria: StoppingCriteriaList, streamer, strategy: Strategy, device: torch.device,
-         sizer: StepSizer | None) -> Run:
-    """What every step shares: the model call, how tokens are chosen, stopping, streaming, the batch's stats."""
-    keep_scores = bool(gen.return_dict_in_generate and gen.output_scores)
-    return Run(call, call.cache,
-               TokenChooser.for_generation(bool(gen.do_sample), config, device), strategy, stopping_criteria,
-               streamer, strategy.new_stats(), keep_scores, Positions.of(model), model.device, sizer)
 
 
 def _model_call(model, cache: Cache, model_kwargs: dict, attention: str, decoder_only: type[ModelCall]) -> ModelCall:
@@ -245,8 +265,7 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: S
         logits = tuple(one.logits) if one.logits is not None else None
     else:
         scores, logits = batch_outputs(model, rows, sequences, prompt_mask, attention)
-    output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
-    return output_type(
+    return output_type(model)(
         sequences=sequences,
         scores=scores,
         logits=logits,
@@ -259,10 +278,4 @@ def _output(model, rows: list[Row], gen: GenerationConfig, run: Run, strategy: S
 def _row_processors(processors: LogitsProcessorList, index: int) -> LogitsProcessorList:
     """Processors called with one row's ids [1, S]: per-batch state is cut to that row (generate gives the
     repetition penalty each row's padding length, to skip the padding)."""
-    view = LogitsProcessorList()
-    for proc in processors:
-        if isinstance(proc, RepetitionPenaltyLogitsProcessor) and isinstance(proc.prompt_ignore_length, torch.Tensor):
-            proc = copy.copy(proc)
-            proc.prompt_ignore_length = int(proc.prompt_ignore_length[index])
-        view.append(proc)
-    return view
+    return LogitsProcessorList(repetition_penalty_for_row(proc, index) for proc in processors)

@@ -4,9 +4,9 @@ A step of R rows feeding q tokens each costs what the device takes for an [R, q]
 shared by its rows, so drafting is dearer than for one sequence. And a static batch ends with its slowest row: its
 forwards are that row's steps, however far the others got. Before any forward, "auto" with R > 1 rows asks whether
 drafting can pay at all: the task's compression prior (lade.cost.predict), as the batch's slowest row would see it
-(`slowest_row_prior`), priced by the model's latency profile of R-row steps, counting each row's drafting host work
-(HOST_S) and lade's loop's work beyond transformers' loop (LOOP_S), must beat transformers' plain batched step by
-MIN_SPEEDUP with some config. Where it can, lade's loop runs and sizes every step for the batch
+(`slowest_row_prior`), priced by lade.pricing against transformers' plain batched step with the device's measured
+costs of R-row steps (lade.profile.device_costs: the forward, each row's drafting host work and lade's loop's work
+beyond transformers' loop), must pay with some config. Where it can, lade's loop runs and sizes every step for the batch
 (lade/drafters/allocation.py: drafts only where they pay, plain batched steps otherwise, resting from planning while
 nothing pays); where it cannot, the call runs through transformers' own loop (`_sample`, what `model.generate`
 runs), its steps writing their KV in place as in lade's own loop (lade.cache.slotted). One sequence never hands
@@ -17,40 +17,31 @@ cost no more than transformers' beam steps, which copy every beam's whole cache 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import nullcontext
 
 import torch
 from transformers import GenerationConfig
 
 from .cache import slotted
-from .compat import CACHE_KWARG, eos_token_tensor
-from .cost import HOST_S, LOOP_S, MIN_SPEEDUP, latency_profile, predict
+from .compat import CACHE_KWARG, eos_token_tensor, plain_sample
+from .cost import predict
 from .cost_prior import PRIOR
-from .outputs import LookaheadDecoderOnlyOutput, LookaheadEncoderDecoderOutput, LookaheadStats
+from .outputs import LookaheadStats, output_type
+from .pricing import Costs, pays
 
 
-def rows_latency(model, rows: int, latency: Callable[[float], float] | None) -> Callable[[float], float]:
-    """q -> seconds of a step of `rows` rows feeding q tokens each: the model's measured profile of rows-row steps
-    (lade.cost.latency_profile(rows=...), cached), or for a single-sequence latency model passed in (q -> seconds),
-    its time for rows * q tokens."""
-    if latency is not None:
-        return lambda q: latency(rows * q)
-    return latency_profile(model, rows=rows)
+def drafts_can_pay(costs: Costs, rows: int, task: str = "mixed") -> bool:
+    """Whether drafting can pay at batch steps of `rows` rows (always True for one row): `batch_speedup` pays
+    (lade.pricing.pays)."""
+    return rows <= 1 or pays(batch_speedup(costs, rows, task))
 
 
-def drafts_can_pay(rows_model: Callable[[float], float], rows: int, task: str = "mixed") -> bool:
-    """Whether drafting can pay at batch steps of `rows` rows (always True for one row): `batch_speedup` reaches
-    MIN_SPEEDUP."""
-    return rows <= 1 or batch_speedup(rows_model, rows, task) >= MIN_SPEEDUP
-
-
-def batch_speedup(rows_model: Callable[[float], float], rows: int, task: str = "mixed") -> float:
-    """Predicted speedup of a static batch of `rows` rows drafting over transformers' plain batched steps, with the
-    best config of the task's compression prior as its slowest row sees it (`slowest_row_prior`), priced by rows_model
-    (q -> seconds of a step of `rows` rows feeding q tokens each: `rows_latency`) plus every row's host work
-    (`host_seconds`)."""
-    return predict(rows_model, task, host_seconds(rows), slowest_row_prior(rows))[0].speedup
+def batch_speedup(costs: Costs, rows: int, task: str = "mixed") -> float:
+    """Predicted speedup of a static batch of `rows` rows drafting over transformers' plain batched steps
+    (lade.pricing, handed over), with the best config of the task's compression prior as its slowest row sees it
+    (`slowest_row_prior`)."""
+    return predict(costs, task, prior=slowest_row_prior(rows), rows=rows, handed_over=True)[0].speedup
 
 
 def slowest_row_prior(rows: int, prior: Mapping = PRIOR) -> dict:
@@ -71,12 +62,6 @@ def slowest_row(compression: float, single_share: float, rows: int) -> tuple[flo
     return 1 + 2 * (compression - 1) / (rows + 1), single_share**rows
 
 
-def host_seconds(rows: int) -> float:
-    """Host work of a drafted step of `rows` rows beyond transformers' plain step: each row's drafting (HOST_S) and
-    lade's loop (LOOP_S)."""
-    return rows * (HOST_S + LOOP_S)
-
-
 def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_criteria, gen: GenerationConfig,
                    synced_gpus: bool, streamer, model_kwargs: dict):
     """The batch decoded by transformers' own loop, as `model.generate` would, its steps writing their KV in place
@@ -84,19 +69,17 @@ def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_cr
     token per row and forward). input_ids: [B, P]."""
     cache = model_kwargs.get(CACHE_KWARG)  # its batched steps write their KV in place, as lade's loop's do
     with slotted(cache) if cache is not None else nullcontext():
-        out = type(model)._sample(model, input_ids, logits_processor=logits_processor,
-                                  stopping_criteria=stopping_criteria, generation_config=gen,
-                                  synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
+        out = plain_sample(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
+                           generation_config=gen, synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
     if not gen.return_dict_in_generate:
         return out
     new = out.sequences[:, input_ids.shape[1] :]  # [B, T]
     lengths = _row_lengths(new, eos_token_tensor(gen))
     rows = [_plain_stats(n) for n in lengths]
-    output_type = LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput
     batch = LookaheadStats(handed_over=True)
     for t in range(new.shape[1]):
         batch.record_step(sum(n > t for n in lengths))
-    return output_type(**dict(out.items()), lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
+    return output_type(model)(**dict(out.items()), lookahead_stats=batch, row_stats=rows if len(rows) > 1 else None)
 
 
 def learned_rows(out, prompt_length: int, pads: list[int], gen: GenerationConfig) -> list[list[int]]:

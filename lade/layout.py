@@ -148,6 +148,19 @@ def stack_layouts(layouts: list[StepLayout]) -> BatchLayout:
     return BatchLayout(layouts, input_ids, offsets, visible, real, kept, lookup, wanted)
 
 
+def cache_visibility(pads: list[int], cached: list[int] | None, past: int, device: torch.device
+                     ) -> torch.Tensor | None:
+    """[B, past] bool: the cache slots each row sees, its own tokens: from its left padding `pads[b]` up to
+    `cached[b]` (None: every row caches `past` slots); None when every row sees every slot."""
+    if not any(pads) and (cached is None or all(c == past for c in cached)):
+        return None
+    slots = torch.arange(past, device=device)  # [C]
+    visible = slots >= torch.tensor(pads, device=device)[:, None]  # [B, C]
+    if cached is not None:
+        visible &= slots < torch.tensor(cached, device=device)[:, None]
+    return visible
+
+
 def step_visibility(batch: BatchLayout, cache_visible: torch.Tensor | None) -> torch.Tensor:
     """[B, Q, C + Q] bool: what each step token may attend to over [cache | step]. cache_visible: [B, C] (each row's
     valid cache slots); dummy tokens see no cache slot."""

@@ -23,7 +23,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 from .cache import compact, crop, self_attention_cache
 from .drafters import Draft, Outcome
 from .drafters.allocation import StepSizer
-from .layout import stack_layouts
+from .layout import cache_visibility, stack_layouts
 from .model_call import ModelCall
 from .outputs import LookaheadStats
 from .rope import Positions
@@ -94,10 +94,11 @@ def step(run: Run, active: list[Row]) -> list[Row]:
     batch = stack_layouts(layouts)
     past = self_attention_cache(run.cache).get_seq_length()
     first_positions = torch.tensor([row.first_fed_position for row in active], device=run.device)  # [B]
+    visible = cache_visibility([row.pad for row in active], [row.cached for row in active], past, run.device)
     run.strategy.record(run.stats, layouts)
     # 2b. one forward for every row and branch
     with run.stats.timed_forward(run.device):
-        logits = run.call.step(batch, first_positions, past, _cache_visibility(active, past, run.device))  # [B, K, V]
+        logits = run.call.step(batch, first_positions, past, visible)  # [B, K, V]
     if run.sizer is not None:
         run.sizer.observe(len(active) * batch.size, run.stats.last_forward_s)  # the batch's whole width was timed
     # 2c. per row: verify the tree, agree on it (across ranks), let the drafter observe, emit
@@ -152,17 +153,6 @@ def _within(run: Run, row: Row, draft: Draft) -> Draft:
     last = row.tokens.numel() - 1  # the last token's logical position
     bound = run.positions.last_position(last, row.pad)
     return draft if bound is None else draft.within(bound - last)
-
-
-def _cache_visibility(rows: list[Row], past: int, device: torch.device) -> torch.Tensor | None:
-    """[B, past] bool: the slots holding each row's own tokens (not its left padding, not the junk after them);
-    None when every row sees every slot."""
-    if not any(row.pad for row in rows) and all(row.cached == past for row in rows):
-        return None
-    slots = torch.arange(past, device=device)  # [C]
-    pad = torch.tensor([row.pad for row in rows], device=device)  # [B]
-    cached = torch.tensor([row.cached for row in rows], device=device)  # [B]
-    return (slots >= pad[:, None]) & (slots < cached[:, None])
 
 
 def _leave_finished(rows: list[Row], cache: Cache) -> list[Row]:

@@ -91,3 +91,10 @@ class LookaheadBeamDecoderOnlyOutput(GenerateBeamDecoderOnlyOutput):
 @dataclass
 class LookaheadBeamEncoderDecoderOutput(GenerateBeamEncoderDecoderOutput):
     lookahead_stats: LookaheadStats | None = None
+
+
+def output_type(model, beams: bool = False) -> type:
+    """The output class lade returns for the model (decoder-only or encoder-decoder), of beam search or not."""
+    if beams:
+        return LookaheadBeamEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadBeamDecoderOnlyOutput
+    return LookaheadEncoderDecoderOutput if model.config.is_encoder_decoder else LookaheadDecoderOnlyOutput

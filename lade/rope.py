@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from transformers import GenerationConfig
 
+from .compat import dynamic_rope_cached, dynamic_rope_original, dynamic_rope_state
 from .vocabulary import position_limit
 
 POSITION_DEPENDENT = ("dynamic", "longrope")  # the RoPE types whose frequencies follow a forward's positions
@@ -53,15 +54,14 @@ class ScaledRope:
     def original(self) -> int:
         """longrope: original_max_position_embeddings; dynamic: max_position_embeddings (where growth resets)."""
         if self.kind == "dynamic":
-            return int(self.module.original_max_seq_len)
+            return dynamic_rope_original(self.module)
         params = self.module.config.rope_parameters
         return int((params[self.layer_type] if self.layer_type else params)["original_max_position_embeddings"])
 
     @property
     def cached(self) -> int:
         """dynamic: the seq_len the current frequencies were computed for (they hold up to it)."""
-        own = getattr(self.module, f"{self.layer_type}_max_seq_len_cached", None) if self.layer_type else None
-        return int(own if own is not None else self.module.max_seq_len_cached)
+        return dynamic_rope_cached(self.module, self.layer_type)
 
     def last_position(self, last: int) -> int | None:
         """The largest position a step whose last token sits at `last` may place (None: no bound)."""
@@ -154,9 +154,7 @@ def frequencies_kept(model):
     """Restore the dynamic-NTK state of the model's rotary embeddings on exit (lade's own timing forwards may reset
     it; plain decoding starts from the state the caller left)."""
     modules = {id(r.module): r.module for r in scaled_ropes(model) if r.kind == "dynamic"}.values()
-    saved = [(m, dict(m.named_buffers(recurse=False)),
-              {k: v for k, v in vars(m).items() if "max_seq_len_cached" in k or "attention_scaling" in k})
-             for m in modules]
+    saved = [(m, dict(m.named_buffers(recurse=False)), dynamic_rope_state(m)) for m in modules]
     try:
         yield
     finally:

@@ -2,6 +2,9 @@
 
     python scripts/bench_commits.py BEFORE_CHECKOUT AFTER_CHECKOUT [--n 4] [--tokens 96] [--out rows.json]
 
+Methods: plain greedy, a fixed config, "auto" on one prompt, "auto" on a left-padded batch of 4 prompts (the
+prompt and the next three, cyclically) and "auto" beam search with 4 beams.
+
 Each checkout runs in its own worker process (one torch thread, linear layers packed, the embedded model); the
 coordinator sends every (prompt, method) to both, alternating which goes first, and waits for each answer before
 the next request, so the two never run at once and share the machine's state. It prints each pair's wall times,
@@ -21,11 +24,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = ("greedy", "4,5,5", "auto")
+METHODS = ("greedy", "4,5,5", "auto", "auto-batch4", "auto-beams4")
+BATCH, BEAMS = 4, 4
 
 
 def worker(model_path: str) -> None:
-    """Answer json requests {prompt, config, n} on stdin with {wall, tokens, out} on stdout."""
+    """Answer json requests {prompts, config, n} on stdin with {wall, tokens, out} on stdout (config: a METHODS
+    entry; a batch method decodes every prompt, the others the first)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -38,17 +43,21 @@ def worker(model_path: str) -> None:
     print(json.dumps({"ready": lade.__file__}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
-        ids = tok.apply_chat_template([{"role": "user", "content": req["prompt"]}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)["input_ids"]  # [1, T]
+        method, prompts = req["config"], req["prompts"] if req["config"] == "auto-batch4" else req["prompts"][:1]
+        rows = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                        return_tensors="pt", return_dict=True)["input_ids"][0] for p in prompts]
+        ids, mask = lade.left_pad(rows, tok.pad_token_id if tok.pad_token_id is not None else 0)  # [B, T]
+        kw = dict(attention_mask=mask, max_new_tokens=req["n"], do_sample=False,
+                  num_beams=BEAMS if method == "auto-beams4" else 1)
         start = time.perf_counter()
-        if req["config"] == "greedy":
-            out = model.generate(ids, max_new_tokens=req["n"], do_sample=False)
+        if method == "greedy":
+            out = model.generate(ids, **kw)
         else:
-            config = "auto" if req["config"] == "auto" else lade.LookaheadConfig.from_label(req["config"])
-            out = lade.generate(model, ids, config, max_new_tokens=req["n"], do_sample=False)
+            config = lade.LookaheadConfig.from_label(method) if method[0].isdigit() else "auto"
+            out = lade.generate(model, ids, config, **kw)
         wall = time.perf_counter() - start
-        new = out[0, ids.shape[1]:].tolist()
-        print(json.dumps({"wall": wall, "tokens": len(new), "out": new}), flush=True)
+        new = out[:, ids.shape[1]:].tolist()
+        print(json.dumps({"wall": wall, "tokens": sum(map(len, new)), "out": new}), flush=True)
 
 
 def main() -> None:
@@ -77,14 +86,17 @@ def main() -> None:
     prompts = [json.loads(line)["turns"][0] for line in (data / "mt_bench.jsonl").open()][: args.n]
     prompts += [json.loads(line)["prompt"] for line in (data / "humaneval.jsonl").open()][: args.n]
     workers = {"before": start(args.before), "after": start(args.after)}
+    def batch_of(i: int) -> list[str]:
+        return [prompts[(i + k) % len(prompts)] for k in range(BATCH)]
+
     for proc in workers.values():  # untimed warm-up (and "auto"'s latency profile, measured or cached)
         for method in METHODS:
-            ask(proc, {"prompt": prompts[0], "config": method, "n": 16})
+            ask(proc, {"prompts": batch_of(0), "config": method, "n": 16})
     rows = []
-    for i, prompt in enumerate(prompts):
+    for i in range(len(prompts)):
         for j, method in enumerate(METHODS):
             order = ("before", "after") if (i + j) % 2 == 0 else ("after", "before")
-            answers = {v: ask(workers[v], {"prompt": prompt, "config": method, "n": args.tokens}) for v in order}
+            answers = {v: ask(workers[v], {"prompts": batch_of(i), "config": method, "n": args.tokens}) for v in order}
             same = answers["before"]["out"] == answers["after"]["out"]
             rows += [{"prompt": i, "method": method, "version": v, "same_output": same, "wall": answers[v]["wall"],
                       "tokens": answers[v]["tokens"]} for v in order]

@@ -1,12 +1,13 @@
 """Host seconds per row and step: what lade's loop does outside the model forward, against transformers' plain loop
-(the quantities lade.cost.HOST_S and LOOP_S price). Forwards are timed by hooks on the model, so every method's host
-time is its wall time minus its forwards' time, divided by its row-steps.
+(the quantities a latency profile's host_s and loop_s estimate, lade.host_cost, measured here end to end).
+Forwards are timed by hooks on the model, so every method's host time is its wall time minus its forwards' time,
+divided by its row-steps.
 
     python scripts/host_cost.py [--model embedded] [--rows 1,4,16] [--tokens 48] [--threads 2]
 
 Prints, per batch size: plain generate's host ms per row-step, lade's with drafting disabled (its loop alone), lade's
 adaptive config (what "auto" runs where it drafts, here never handed to transformers' loop) per row-step, and the
-differences: LOOP_S = lade disabled - plain; HOST_S = (auto - disabled) per drafting row-step. The prompts are those of
+differences: loop_s = lade disabled - plain; host_s = (auto - disabled) per drafting row-step. The prompts are those of
 the tuning split (lab.splits), HumanEval's then MT-Bench's. A timing: run it alone on the machine.
 """
 

@@ -1,8 +1,9 @@
-"""Equivalence check that tests/test_compat.py runs under another transformers release (in a scratch venv): lade's
-greedy output equals plain generate's through every private transformers API lade.compat touches (each attention
-path, padding, a streamer found in generate's frame, generate's kept mask length, the cache keyword (a prefix cache
-in, the cache out, a static cache refused), encoder-decoder position adapters, a plain and a lade call on one model
-in two threads). Prints one line per check and "compat ok"."""
+"""Equivalence check that CI runs under both ends of pyproject's transformers range (scripts/compat_ends.sh) and
+tests/core/test_compat.py under any other release (in a scratch venv): lade's greedy output equals plain generate's
+through every private transformers API lade.compat touches (each attention path, padding, a streamer found in
+generate's frame, generate's kept mask length, the cache keyword (a prefix cache in, the cache out, a static cache
+refused), encoder-decoder position adapters, a plain and a lade call on one model in two threads). Prints one line
+per check and "compat ok"."""
 
 import threading
 

@@ -7,44 +7,48 @@ plus host_s for each row that drafts. Each row offers its draft nodes ranked bes
 tokens it adds to the step (its path probability: lade.drafters.planner); the step is expected to emit B tokens plus
 the values of the nodes it feeds. The rule takes nodes across rows in decreasing value (so a row feeds the nodes
 worth at least a common threshold, and rows draft different amounts) and keeps the prefix where the batch's
-expected tokens per second peak; a step that drafts must beat the plain batched step by `margin`, so where drafts
-cannot pay for the batch every row feeds its last token alone.
+expected tokens per second peak, priced by lade.pricing against the plain batched step; where that prefix does not
+pay (lade.pricing.pays), every row feeds its last token alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..pricing import THRESHOLD, Costs, Plan, pays, speedup
 from .base import Draft, Offer
 from .step_cost import StepCost
 
-MARGIN = 1.05  # predicted gain a drafting step needs over a plain step (estimates are noisy)
 MAX_REST = 8  # most steps a batch feeds no draft node, without planning one, after steps whose plans fed none
 
 
 def allocate(values: Sequence[Sequence[float]], fixed: Sequence[int], forward: Callable[[int], float],
-             host_s: float = 0.0, margin: float = 1.0) -> list[int]:
+             host_s: float = 0.0, margin: float = THRESHOLD) -> list[int]:
     """values[b]: row b's node values, best first; fixed[b]: tokens row b feeds besides draft nodes; forward(Q):
-    seconds of the step whose widest row feeds Q tokens -> draft nodes per row, maximising
-    (B + values taken) / (forward(widest) + host_s * drafting rows) over prefixes of the nodes in decreasing value
-    (the plain step, no node, wins unless a drafting step beats it by `margin`; ties keep the smaller step)."""
+    seconds of the step whose widest row feeds Q tokens -> draft nodes per row: the prefix of the nodes in decreasing
+    value with the highest lade.pricing.speedup of (B + values taken) tokens in forward(widest) + host_s per drafting
+    row, against the plain step feeding max(fixed); none unless it pays at `margin` (ties keep the smaller step)."""
     order = sorted(((value, b) for b, row in enumerate(values) for value in row), key=lambda item: -item[0])
     seconds: dict[int, float] = {}
 
-    def cost(width: int, drafting: int) -> float:
+    def step(rows: int, width: float) -> float:
         if width not in seconds:
-            seconds[width] = forward(width)
-        return seconds[width] + host_s * drafting
+            seconds[width] = forward(int(width))
+        return seconds[width]
 
-    counts, widest, drafting, expected = [0] * len(values), max(fixed), 0, float(len(values))
-    best, taken = margin * expected / cost(widest, 0), 0
+    costs, plain = Costs(step, host_s), max(fixed)
+    counts, widest, drafting, expected = [0] * len(values), plain, 0, float(len(values))
+    best, taken = 0.0, 0
     for n, (value, b) in enumerate(order, 1):
         drafting += counts[b] == 0
         counts[b] += 1
         widest = max(widest, fixed[b] + counts[b])
         expected += value
-        if expected / cost(widest, drafting) > best:
-            best, taken = expected / cost(widest, drafting), n
+        gain = speedup(costs, Plan(len(values), widest, expected, drafting=drafting, plain_tokens=plain))
+        if gain > best:
+            best, taken = gain, n
+    if not pays(best, margin):
+        taken = 0
     chosen = [0] * len(values)
     for _, b in order[:taken]:
         chosen[b] += 1
@@ -61,7 +65,7 @@ class StepSizer:
     sequence never rests: its nodes cost almost nothing, and a step that drafts nothing is often followed by one with
     a long match."""
 
-    def __init__(self, cost: StepCost, correct: bool = True, margin: float = MARGIN) -> None:
+    def __init__(self, cost: StepCost, correct: bool = True, margin: float = THRESHOLD) -> None:
         self.cost, self.correct, self.margin = cost, correct, margin
         self.idle = 0  # planned steps in a row that fed no draft node
         self.resting = 0  # steps left before the next planned one

@@ -21,6 +21,7 @@ from lade.cache import reorder_rows, self_attention_cache
 from lade.compat import CACHE_KWARG
 from lade.drafters.pool import NGramPool
 from lade.drafters.recycling import AdjacencyTable
+from lade.pricing import Costs
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -196,7 +197,7 @@ def test_auto_feeds_drafts_only_where_the_latency_model_says_they_pay():
 def test_exploration_backs_off_while_drafted_steps_replay_one_step_only():
     """A drafted step is fed after `explore` plain steps in a row where none is priced to pay; each such step that
     replays one beam step only doubles the interval (up to MAX_EXPLORE), and one that replays more resets it."""
-    pricing = BeamPricing(lambda q: float(q))  # no drafted step is priced to pay
+    pricing = BeamPricing(Costs.of_latency(lambda q: float(q)), rows=1)  # no drafted step is priced to pay
 
     def plain_steps_before_a_drafted_one() -> int:
         n = 0

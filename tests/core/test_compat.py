@@ -1,4 +1,5 @@
-"""lade against an earlier transformers release: the supported range in pyproject is what this test has run.
+"""lade against another transformers release. CI checks both ends of pyproject's range (scripts/compat_ends.sh, the
+lowest from the hash-pinned requirements-compat.lock); this test tries any release, e.g. one to widen the range to.
 
 Skipped unless LADE_COMPAT_VENV_TEST=1: it builds a scratch venv (torch at this environment's version, transformers
 at each release in LADE_COMPAT_TRANSFORMERS, default the lower end of the supported range) and runs

@@ -22,6 +22,7 @@ from lade.cost import (
     read_profile,
     step_latency,
 )
+from lade.profile import PROFILE_ROWS
 from tiny_models import random_prompt, tiny_model
 
 # config key -> (compression, tokens fed per step, share of one-token steps)
@@ -140,7 +141,8 @@ def test_disabled_config_is_plain_greedy():
 
 
 def test_auto_end_to_end(tmp_path, monkeypatch):
-    """lookahead_config='auto' measures the tiny model once (cached as JSON), chooses, and stays exact."""
+    """lookahead_config='auto' measures the tiny model once (cached as JSON, one file per measured row count, the
+    one-row profile with its host work), chooses, and stays exact."""
     monkeypatch.setenv("LADE_CACHE", str(tmp_path))
     model = tiny_model("qwen2")
     profile = latency_profile(model, qs=(1, 4, 16), context=32, repeats=3)  # measured and cached
@@ -150,8 +152,9 @@ def test_auto_end_to_end(tmp_path, monkeypatch):
     out = lade.generate(model, ids, "auto", **kw)
     assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **kw))
     files = list((tmp_path / "cost").glob("latency-*.json"))
-    assert len(files) == 1
-    assert latency_profile(model) == profile == LatencyProfile.from_json(files[0].read_text())  # from the cache
+    assert len(files) == len(PROFILE_ROWS)
+    assert latency_profile(model) == profile == read_profile(profile_path(model))  # from the cache
+    assert profile.host_s > 0 and profile.loop_s > 0
     assert isinstance(lade.auto_config(model), lade.LookaheadConfig)
     with pytest.raises(ValueError, match="'auto'"):
         lade.generate(model, ids, "fast", **kw)
@@ -172,7 +175,8 @@ class FixedMeasurement:
         return LatencyProfile(lade.cost.device_key(model), 32, (1, 4, 16), (0.001, 0.0012, 0.002))
 
 
-GOOD = {"key": "k", "context": 32, "qs": [1, 4, 16], "seconds": [0.001, 0.0012, 0.002]}
+GOOD = {"key": "k", "context": 32, "qs": [1, 4, 16], "seconds": [0.001, 0.0012, 0.002], "host_s": 0.001,
+        "loop_s": 0.0005}
 DAMAGED = {  # what a cache file may hold instead of a profile -> words the warning must contain
     "corrupt JSON": ("{'key': oops", "not valid JSON"),
     "truncated JSON": (json.dumps(GOOD)[:30], "not valid JSON"),
@@ -180,6 +184,9 @@ DAMAGED = {  # what a cache file may hold instead of a profile -> words the warn
     "not UTF-8": (b'{"key": "\xff"}', "not valid JSON"),
     "not an object": ("[1, 2, 3]", "expected the fields"),
     "a missing field": (json.dumps({k: v for k, v in GOOD.items() if k != "seconds"}), "expected the fields"),
+    "an older format (no host work)": (json.dumps({k: v for k, v in GOOD.items() if k not in lade.cost.HOST_FIELDS}),
+                                       "expected the fields"),
+    "negative host work": (json.dumps(GOOD | {"host_s": -0.001}), "finite non-negative seconds"),
     "strings for numbers": (json.dumps(GOOD | {"seconds": ["0.001", "0.0012", "0.002"]}), "list of numbers"),
     "a string context": (json.dumps(GOOD | {"context": "32"}), "context an integer"),
     "fractional qs": (json.dumps(GOOD | {"qs": [1, 4.5, 16]}), "whole token counts"),

@@ -10,9 +10,10 @@ import lade
 from lade.beams import EXPLORE
 from lade.cache import SlotLayer
 from lade.compat import CACHE_KWARG
-from lade.cost import MIN_SPEEDUP, device_key, latency_profile, prior_table, profile_path
+from lade.cost import device_key, latency_profile, prior_table, profile_path
 from lade.cost_prior import PRIOR
-from lade.handover import batch_speedup, drafts_can_pay, host_seconds, rows_latency, slowest_row_prior
+from lade.handover import batch_speedup, drafts_can_pay, slowest_row_prior
+from lade.pricing import THRESHOLD, Costs
 from tiny_models import COMMON, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -35,10 +36,9 @@ def both(model, ids, mask, config, latency, **kw):
 
 
 def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
-    model = tiny_model()
-    assert drafts_can_pay(rows_latency(model, 1, STEEP), 1)
-    assert drafts_can_pay(rows_latency(model, 4, FREE), 4)
-    assert not drafts_can_pay(rows_latency(model, 4, STEEP), 4)
+    assert drafts_can_pay(Costs.of_latency(STEEP), 1)
+    assert drafts_can_pay(Costs.of_latency(FREE), 4)
+    assert not drafts_can_pay(Costs.of_latency(STEEP), 4)
 
 
 def test_a_batch_is_priced_by_its_slowest_row():
@@ -54,14 +54,15 @@ def test_a_batch_is_priced_by_its_slowest_row():
 def test_a_batch_drafts_where_its_slowest_row_pays_for_the_wider_step():
     """With steps that cost the same at every width, the batch's speedup is the best config's slowest-row compression
     over the step plus R rows' host work (drafting, and lade's loop beyond transformers'); it falls with the rows."""
-    flat = lambda q: 1.0  # noqa: E731
+    flat = Costs(lambda rows, q: 1.0, host_s=1.8e-3, loop_s=0.7e-3)
     for rows in (2, 4, 16):
         best = max(1 + 2 * (c - 1) / (rows + 1) for c, _, _ in prior_table("code").values())
-        assert batch_speedup(flat, rows, "code") == pytest.approx(best / (1 + host_seconds(rows)))
-        assert drafts_can_pay(flat, rows, "code") == (best / (1 + host_seconds(rows)) >= MIN_SPEEDUP)
+        host = rows * (flat.host_s + flat.loop_s)
+        assert batch_speedup(flat, rows, "code") == pytest.approx(best / (1 + host))
+        assert drafts_can_pay(flat, rows, "code") == (best / (1 + host) > THRESHOLD)
     assert batch_speedup(flat, 2, "code") > batch_speedup(flat, 4, "code") > batch_speedup(flat, 16, "code")
     assert batch_speedup(flat, 4, "code") > batch_speedup(flat, 4, "chat")
-    assert drafts_can_pay(lambda q: 1e9 * q, 1)  # one sequence sizes its own steps
+    assert drafts_can_pay(Costs.of_latency(lambda q: 1e9 * q), 1)  # one sequence sizes its own steps
 
 
 @pytest.mark.parametrize("eos", [None, 7])

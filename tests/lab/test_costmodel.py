@@ -14,7 +14,8 @@ from lab import gpu_model as gm
 from lab import validation as vd
 from lab.specs import config_params
 from lab.stats import Z95
-from lade.cost import HOST_S, LatencyProfile, step_latency
+from lab.validation import HOST_S
+from lade.cost import LatencyProfile, step_latency
 
 LOOKUP = cal.compression_lookup(REFERENCE)
 

@@ -63,7 +63,8 @@ def test_environment_yml_pins_exactly_the_locks_packages():
     assert conda_pip_pins() == pins
 
 
-@pytest.mark.parametrize("name", ["requirements.lock", "requirements-gpu.lock", "requirements-flash-attn.lock"])
+@pytest.mark.parametrize("name", ["requirements.lock", "requirements-gpu.lock", "requirements-flash-attn.lock",
+                                  "requirements-compat.lock"])
 def test_locks_have_exact_pins_each_with_hashes(name):
     """`pip install --require-hashes -r LOCK` needs every requirement pinned with == and a sha256; a duplicated name
     would make pip fail or pick silently."""
@@ -86,6 +87,17 @@ def test_gpu_lock_is_the_cpu_lock_with_cuda_torch():
     assert any(name.startswith("nvidia-") for name in extra) and "triton" in extra
     _, flash = lock_pins("requirements-flash-attn.lock")
     assert set(flash) == {"flash-attn", "einops"} and "bitsandbytes" in gpu
+
+
+def test_compat_lock_is_the_cpu_lock_with_the_lowest_transformers():
+    """CI's check of the lowest transformers pyproject allows (scripts/compat_ends.sh) runs requirements.lock's
+    versions of everything else, transformers at the range's lower end."""
+    _, cpu = lock_pins()
+    _, low = lock_pins("requirements-compat.lock")
+    dependency = next(d for d in pyproject()["project"]["dependencies"] if d.startswith("transformers"))
+    assert f">={low['transformers']}," in dependency
+    assert {k: v for k, v in low.items() if k != "transformers"} == {k: cpu[k] for k in low if k != "transformers"}
+    assert {"torch", "pytest"} <= set(low)
 
 
 def test_citation_is_complete():
