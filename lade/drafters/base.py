@@ -30,6 +30,20 @@ class Draft:
         candidates = [c[:max_offset] for c in self.candidates if max_offset > 0]
         return Draft(window, [c for c in candidates if c])
 
+    def fitting(self, tokens: int | None) -> "Draft":
+        """This draft feeding at most `tokens` tokens (None: no bound): the window is dropped if it alone would not
+        fit, then candidates are kept in order while their tokens (an upper bound of their tree's nodes) fit."""
+        if tokens is None:
+            return self
+        window = self.window if self.window.numel() <= tokens else self.window[:0]
+        room, kept = tokens - window.numel(), []
+        for candidate in self.candidates:
+            if len(candidate) > room:
+                break
+            kept.append(candidate)
+            room -= len(candidate)
+        return Draft(window, kept)
+
 
 @dataclass
 class Offer:
