@@ -201,7 +201,8 @@ def test_blt_is_refused_for_its_in_forward_patching():
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.label)
 def test_steps_fit_a_fixed_causal_buffer(config):
     """Bark masks with a causal buffer of block_size keys (lade.windows.key_table): each step's draft is cut so the
-    cache plus the step stays within it (an 18-token prompt and 40 new tokens in a 64-key buffer), and the output equals plain generate."""
+    cache plus the step stays within it (an 18-token prompt and 40 new tokens in a 64-key buffer), and the output
+    equals plain generate."""
     from lade.windows import key_table
 
     model = bark()
