@@ -17,8 +17,8 @@ import scipy.optimize
 import torch
 
 import lade
-from lab.models import load_model
-from lab.prompts import encode_chat, load_prompts
+from lab.harness.models import load_model
+from lab.harness.prompts import encode_chat, load_prompts
 from lade.drafters import register, registered, unregister
 from lade.drafters.planner import calibrated
 

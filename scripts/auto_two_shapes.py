@@ -18,11 +18,11 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import lade
-from lab.models import load_model
-from lab.paths import results_dir
-from lab.prompts import encode_chat, load_prompts
-from lab.provenance import provenance
-from lab.timing import timed_generate
+from lab.harness.models import load_model
+from lab.harness.paths import results_dir
+from lab.harness.prompts import encode_chat, load_prompts
+from lab.harness.provenance import provenance
+from lab.harness.timing import timed_generate
 from lade.cost import LatencyProfile, latency_profile, measure_latency
 
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,

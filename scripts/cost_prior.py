@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from lab.bench import run_benchmark
-from lab.methods import Method, parse_config
-from lab.models import load_model
-from lab.results import load_results, save_results
+from lab.harness.bench import run_benchmark
+from lab.harness.methods import Method, parse_config
+from lab.harness.models import load_model
+from lab.harness.results import load_results, save_results
 
 GRID = [  # LookaheadConfig keys
     (2, 1, 2), (3, 1, 1), (3, 1, 2), (3, 2, 2), (4, 1, 2), (4, 2, 2), (4, 5, 5), (5, 7, 7),  # reference pool

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lab.bench import run_benchmark, summarize, time_generate
-from lab.methods import Method
-from lab.provenance import provenance
+from lab.harness.bench import run_benchmark, summarize, time_generate
+from lab.harness.methods import Method
+from lab.harness.provenance import provenance
 from lade.cost import TASKS, choose_config, measure_latency, predict
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
@@ -104,7 +104,7 @@ def main() -> None:
     if args.bench_n == 0:
         return
     try:
-        from lab.models import load_model, verify_embedded_model
+        from lab.harness.models import load_model, verify_embedded_model
 
         verify_embedded_model()
         smol, tok = load_model("embedded", device=str(device), dtype="float16" if device.type == "cuda" else "float32")

@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from lab.models import load_model
-from lab.prompts import encode_prompt, load_prompts
-from lab.timing import ForwardTimer
+from lab.harness.models import load_model
+from lab.harness.prompts import encode_prompt, load_prompts
+from lab.harness.timing import ForwardTimer
 from lade.api import generate as lade_generate
 from lade.auto import auto_config
 from lade.config import LookaheadConfig

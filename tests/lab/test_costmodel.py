@@ -1,5 +1,5 @@
-"""The GPU cost model (lab.costmodel), its calibration on published measurements (lab.calibration), the
-calibrated predictions (lab.gpu_model) and the validation formula on this device (lab.validation)."""
+"""The GPU cost model (lab.harness.costmodel), its calibration on published measurements (lab.studies.calibration), the
+calibrated predictions (lab.studies.gpu_model) and the validation formula on this device (lab.studies.validation)."""
 
 import json
 
@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from cost_data import REFERENCE
-from lab import calibration as cal
-from lab import costmodel as cm
-from lab import gpu_model as gm
-from lab import validation as vd
-from lab.specs import config_params
-from lab.stats import Z95
+from lab.harness import costmodel as cm
+from lab.harness.stats import Z95
+from lab.pipeline.specs import config_params
+from lab.studies import calibration as cal
+from lab.studies import gpu_model as gm
+from lab.studies import validation as vd
 from lade.cost import HOST_S, LatencyProfile, step_latency
 
 LOOKUP = cal.compression_lookup(REFERENCE)

@@ -1,11 +1,12 @@
-"""The notebook manifest (lab.manifest) is complete and consistent: every notebook of notebooks/ has one entry whose
+"""The notebook manifest (lab.pipeline.manifest) is complete and consistent: every notebook of notebooks/ has one entry
+whose
 parameters, estimator, results and dependencies exist, so --plan, the results schemas and the notebook tests (which
 all read it) cannot drift from the notebooks."""
 
-from lab import workload
-from lab.experiments import RESULT_SCHEMAS, SCHEMAS
-from lab.manifest import NOTEBOOKS, depends_on, multi_model_notebooks, run_order
-from lab.specs import MULTI_MODEL_NOTEBOOKS, known_notebooks, notebook_parameters
+from lab.harness import workload
+from lab.pipeline.manifest import NOTEBOOKS, depends_on, multi_model_notebooks, run_order
+from lab.pipeline.specs import MULTI_MODEL_NOTEBOOKS, known_notebooks, notebook_parameters
+from lab.studies.experiments import RESULT_SCHEMAS, SCHEMAS
 
 
 def test_every_notebook_has_one_entry():
@@ -15,7 +16,8 @@ def test_every_notebook_has_one_entry():
 
 
 def test_each_entry_names_what_exists():
-    """The estimator is a function of lab.workload, the parameters it reads are in the notebook's parameters cell,
+    """The estimator is a function of lab.harness.workload, the parameters it reads are in the notebook's parameters
+    cell,
     every results file has a known schema, and results files and figures each belong to one notebook."""
     results, figures = [], []
     for nb in NOTEBOOKS.values():
@@ -40,7 +42,7 @@ def test_dependencies_come_first():
 
 
 def test_multi_model_flag_is_the_specs():
-    """lab.specs refuses several models only in the notebooks the manifest marks single-model."""
+    """lab.pipeline.specs refuses several models only in the notebooks the manifest marks single-model."""
     assert multi_model_notebooks() == MULTI_MODEL_NOTEBOOKS
     assert set(MULTI_MODEL_NOTEBOOKS) == {"01_mt_bench_speedup", "02_humaneval_speedup", "07_spec_bench",
                                           "08_beam_search"}

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from lab.models import locate_weights
-from lab.plan import estimate_seconds, hardware_row, missing_weights_message, notebook_work, resolve
-from lab.specs import (
+from lab.harness.models import locate_weights
+from lab.harness.workload import Work
+from lab.pipeline.plan import estimate_seconds, hardware_row, missing_weights_message, notebook_work, resolve
+from lab.pipeline.specs import (
     DEFAULT_SPEC,
     MULTI_MODEL_NOTEBOOKS,
     SPEC_DIR,
@@ -25,7 +26,6 @@ from lab.specs import (
     override_model,
     single_entry,
 )
-from lab.workload import Work
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted(SPEC_DIR.glob("*.yaml"))
@@ -259,9 +259,10 @@ def test_plan_lists_the_runs_and_stops_on_missing_weights(tmp_path):
 
 
 def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys):
-    """The same plan (lab.plan show, what `run_all.sh --plan` runs; called in-process) with every model's weights
+    """The same plan (lab.pipeline.plan show, what `run_all.sh --plan` runs; called in-process) with every model's
+    weights
     in place."""
-    from lab.plan import main as plan_main
+    from lab.pipeline.plan import main as plan_main
 
     for name in ("CodeLlama-7b-hf", "CodeLlama-13b-hf", "CodeLlama-34b-hf", "CodeLlama-7b-Instruct-hf",
                  "CodeLlama-13b-Instruct-hf", "CodeLlama-34b-Instruct-hf"):
@@ -276,8 +277,8 @@ def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys)
 def test_the_cpu_is_priced_from_the_committed_greedy_rows(tmp_path):
     """--plan prices a CPU run at the rates the committed results were measured at (a least-squares fit of their fp32
     greedy rows of the embedded model), and at CPU_ROW where there are none."""
-    from lab.plan import CPU_ROW, FIT_MODEL, cpu_row
-    from lab.specs import config_params, parse_size
+    from lab.pipeline.plan import CPU_ROW, FIT_MODEL, cpu_row
+    from lab.pipeline.specs import config_params, parse_size
 
     assert cpu_row(tmp_path) == CPU_ROW
     rows = [{"model": FIT_MODEL, "dtype": "float32", "method": method, "prompt_tokens": p, "new_tokens": n,

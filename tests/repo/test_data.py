@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.prompts import PROMPT_DIR, SPEC_BENCH_TASKS, DatasetUnavailableError, load_prompts, verify_frozen
+from lab.harness.prompts import PROMPT_DIR, SPEC_BENCH_TASKS, DatasetUnavailableError, load_prompts, verify_frozen
 
 MANIFEST = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
 

@@ -1,0 +1,46 @@
+"""Spec-Bench (Xia et al., Findings of ACL 2024): our per-task results beside its published leaderboard rows.
+
+The frozen questions are lab.harness.prompts' "spec_bench" set (six tasks, SPEC_BENCH_TASKS); the leaderboard's
+Lookahead and PLD rows (RTX 3090 and A100, Vicuna 7B/13B/33B, fp16, greedy) are data/published/spec_bench.csv.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lab.harness.paths import published
+from lab.harness.prompts import SPEC_BENCH_TASKS
+from lab.harness.runs import per_model
+from lab.studies.experiments import speedup_summary
+
+TASK_LABELS = {"mt_bench": "multi-turn\nconversation", "translation": "translation", "summarization": "summarization",
+               "qa": "question\nanswering", "math_reasoning": "math\nreasoning", "rag": "retrieval-aug.\ngeneration",
+               "overall": "overall"}
+
+
+def published_leaderboard(methods: tuple[str, ...] = ("lookahead", "pld")) -> pd.DataFrame:
+    """Leaderboard rows of `methods` per task (and 'overall'), with a `setup` label 'device, model'."""
+    table = pd.read_csv(published("spec_bench"))
+    table = table[table["method"].isin(methods)].copy()
+    table["setup"] = table["device"] + ", " + table["model"]
+    return table.reset_index(drop=True)
+
+
+def task_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """experiments.speedup_summary per model, with the Spec-Bench `task` of each prompt set ('spec_bench:TASK')."""
+    summary = per_model(rows, speedup_summary)
+    summary["task"] = summary["prompt_set"].str.partition(":")[2]
+    unknown = set(summary["task"]) - set(SPEC_BENCH_TASKS) - set(sum(SPEC_BENCH_TASKS.values(), ()))
+    if unknown:
+        raise ValueError(f"rows of prompt sets that are not Spec-Bench tasks: {sorted(unknown)}")
+    return summary
+
+
+def beside_published(summary: pd.DataFrame, leaderboard: pd.DataFrame,
+                     setup: str = "A100 80GB, Vicuna-7B-v1.3") -> pd.DataFrame:
+    """Per task: this run's speedup (ratio of total times) per model and method beside the leaderboard's rows for
+    `setup`."""
+    ours = summary[summary["method"] != "greedy"].assign(column=lambda d: d["model"] + ": " + d["method"])
+    ours = ours.pivot_table(index="task", columns="column", values="speedup")
+    theirs = leaderboard[leaderboard["setup"] == setup].pivot(index="task", columns="method", values="speedup")
+    return ours.join(theirs.add_prefix(f"published {setup}: "), how="left")
