@@ -5,19 +5,34 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 import torch
 
 from lab.harness.bench import run_benchmark
 from lab.harness.methods import Method, parse_config
-from lab.harness.models import load_model
+from lab.harness.models import Weights, load_model
 from lab.harness.provenance import provenance
-from lab.pipeline.specs import ModelEntry
 
 
-def methods_for(entry: ModelEntry, baselines: Sequence[str] = ()) -> list[Method]:
+class SpecModel(Protocol):
+    """A model of an experiment spec as the runners read it (lab.pipeline.specs.ModelEntry is one)."""
+
+    name: str
+    path: str
+    configs: tuple[str, ...] | None
+    prompt_format: str | None
+    device_map: str | None
+
+    def runs_on(self, dataset: str) -> bool: ...
+
+    def weights(self) -> Weights: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def methods_for(entry: SpecModel, baselines: Sequence[str] = ()) -> list[Method]:
     """Plain greedy, the entry's lookahead configs, then the baselines (Method.parse strings), without repeats."""
     methods = [Method.greedy()] + [Method.from_key(parse_config(c)) for c in entry.configs or ()]
     methods += [Method.parse(b) for b in baselines]
@@ -38,13 +53,13 @@ def headline_for(baselines: Sequence[str], n_prompts: int | Mapping[str, int],
     return [Method.auto().name], {name: max(wanted.get(name, 0), count) for name, count in n_prompts.items()}
 
 
-def load_entry(entry: ModelEntry, device: str, dtype: str, attn_implementation: str | None = None):
+def load_entry(entry: SpecModel, device: str, dtype: str, attn_implementation: str | None = None):
     """(model, tokenizer) of a spec entry, from wherever its weights are (lab.harness.models.locate_weights)."""
     return load_model(entry.weights().source, device=device, dtype=dtype, attn_implementation=attn_implementation,
                       device_map=entry.device_map)
 
 
-def benchmark_models(entries: Sequence[ModelEntry], datasets: Sequence[str], baselines: Sequence[str] = (), *,
+def benchmark_models(entries: Sequence[SpecModel], datasets: Sequence[str], baselines: Sequence[str] = (), *,
                      device: str, dtype: str, attn_implementation: str | None = None,
                      n_prompts: int | Mapping[str, int] = 10, max_new_tokens: int = 128,
                      methods: Sequence[Method] | None = None, ignore_eos: bool = False,

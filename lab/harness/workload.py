@@ -1,26 +1,19 @@
-"""What each notebook generates, for the time estimate of `--plan` (lab.pipeline.plan): one estimator per notebook,
-named by
-the notebook manifest (lab.pipeline.manifest), each giving the blocks of work (`Work`) a notebook runs for one model at
-the
-sizes of a full run (quick mode shrinks them inside the notebook)."""
+"""What a study declares to the pipeline (`Study`: its results, figures, parameters and --plan estimator) and the
+blocks of work (`Work`) its estimator returns for one model at the sizes of a full run (quick mode shrinks them inside
+the notebook); lab.pipeline.plan prices them."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lab.harness.bench import runs_headline_prompts
 from lab.harness.methods import Method
-from lab.harness.runs import headline_for, methods_for
-from lab.pipeline.specs import ModelEntry
-from lab.studies.corpus_bench import FILL_BATCH
-from lab.studies.experiments import ablation_methods, scaling_methods
-from lade.config import LookaheadConfig
+from lab.harness.runs import SpecModel, headline_for, methods_for
 
-SPEC_BENCH_QUESTIONS = 80  # questions of each Spec-Bench task
 Params = dict[str, Any]  # a notebook's parameters (its defaults and the spec's)
+BENCH_PARAMETERS = ("n_prompts", "max_new_tokens", "baselines")  # what every benchmark notebook's estimator reads
 
 
 @dataclass(frozen=True)
@@ -36,93 +29,33 @@ class Work:
     rows: int = 1  # sequences each forward carries (beams)
 
 
-def _bench(datasets: dict[str, int], methods: list[Method], tokens: int,
-           wide: dict[str, int] | None = None, headline: Sequence[str] = (), rows: int = 1) -> list[Work]:
+@dataclass(frozen=True)
+class Study:
+    """A notebook's study as the pipeline sees it (lab.pipeline.manifest registers one per notebook)."""
+
+    name: str  # notebooks/<name>.ipynb
+    results: Mapping[str, Sequence[str]]  # results file it writes (under lab.harness.paths.results_dir) -> columns
+    figures: tuple[str, ...]  # figures it writes (figures/<name>.png and .pdf)
+    estimate: Callable[[Params, SpecModel], list[Work]]  # the work of a full run for one model (--plan)
+    parameters: tuple[str, ...]  # parameters of its `parameters` cell that the estimator reads
+    reads: tuple[str, ...] = ()  # results files of other notebooks it reads (they run first)
+    multi_model: bool = False  # measures every model of a spec (else exactly one)
+
+
+def bench_work(datasets: dict[str, int], methods: list[Method], tokens: int,
+               wide: dict[str, int] | None = None, headline: Sequence[str] = (), rows: int = 1) -> list[Work]:
     """Each method on each set's prompts; with `wide`, those that run the headline prompts on wide[set] instead."""
     return [Work(ds, m.name, m.lookahead.key if m.kind == "lade" and not isinstance(m.lookahead, str) else None,
                  wide[ds] if wide and runs_headline_prompts(m, headline) else n, tokens, rows=rows)
             for ds, n in datasets.items() for m in methods]
 
 
-def _headline_bench(datasets: dict[str, int], entry: ModelEntry, p: Params) -> list[Work]:
+def headline_bench_work(datasets: dict[str, int], entry: SpecModel, p: Params) -> list[Work]:
     """A notebook benchmark whose headline (lade-auto with greedy) runs `headline_prompts` (runs.headline_for)."""
     headline, wide = headline_for(p["baselines"], datasets, p.get("headline_prompts", 0))
-    return _bench(datasets, methods_for(entry, p["baselines"]), p["max_new_tokens"], wide, headline)
+    return bench_work(datasets, methods_for(entry, p["baselines"]), p["max_new_tokens"], wide, headline)
 
 
-def mt_bench(p: Params, entry: ModelEntry) -> list[Work]:
-    return _headline_bench({"mt_bench": p["n_prompts"]}, entry, p)
-
-
-def humaneval(p: Params, entry: ModelEntry) -> list[Work]:
-    sets = {d: p["gsm8k_prompts"] if d == "gsm8k" else p["n_prompts"] for d in p["datasets"] if entry.runs_on(d)}
-    return _headline_bench(sets, entry, p)
-
-
-def spec_bench(p: Params, entry: ModelEntry) -> list[Work]:
-    sets = {f"spec_bench:{c}": p["n_prompts"] for c in p["categories"] if entry.runs_on(f"spec_bench:{c}")}
-    return _bench(sets, methods_for(entry, p["baselines"]), p["max_new_tokens"])
-
-
-def beam_search(p: Params, entry: ModelEntry) -> list[Work]:
-    """Notebook 08: plain beam search (the reference) and each lade method, `num_beams` rows per forward."""
-    sets = {f"spec_bench:{c}": p["n_prompts"] for c in p["categories"] if entry.runs_on(f"spec_bench:{c}")}
-    methods = [Method.plain(p["num_beams"])] + [m for m in methods_for(entry, p["baselines"]) if m.kind != "greedy"]
-    return _bench(sets, methods, p["max_new_tokens"], rows=p["num_beams"])
-
-
-def scaling(p: Params, entry: ModelEntry) -> list[Work]:
-    n, tokens, share = p["n_prompts"], p["max_new_tokens"], p["parallel_share"]
-    grid = [Method.greedy(), *scaling_methods(p["ngram_sizes"], p["window_sizes"])]
-    ranks = [Work("mt_bench+humaneval", f"{r} rank(s)", (p["ngram_sizes"][0], r * share, r * share),
-                  2 * p.get("parallel_prompts", n), tokens) for r in p["parallel_ranks"]]
-    return _bench({"mt_bench": n, "humaneval": n}, grid, tokens) + ranks
-
-
-def flops_vs_throughput(p: Params, entry: ModelEntry) -> list[Work]:
-    n = p["n_prompts"]
-    grid = [Method.greedy(), *(Method.parse(f"lade:{c}") for c in p["configs"])]
-    latency = Work("random context", "latency profile", None, 0, 0,
-                   forwards=len(p["latency_qs"]) * (p["latency_repeats"] + 1))
-    return _bench({"mt_bench": n, "humaneval": n}, grid, p["max_new_tokens"]) + [latency]
-
-
-def sampling(p: Params, entry: ModelEntry) -> list[Work]:
-    key = LookaheadConfig.from_label(p["config"]).key
-    runs = [Work(p["prompt_set"], f"{kind} T={t}", cfg, p["n_prompts"], p["max_new_tokens"])
-            for t in p["temperatures"] for kind, cfg in (("plain sampling", None), ("lade sampling", key))]
-    return runs + [Work("distribution check", f"{kind} T={p['dist_temperature']}", cfg, p["dist_samples"],
-                        p["dist_tokens"]) for kind, cfg in (("plain x2", None), ("plain x2", None), ("lade", key))]
-
-
-def ablation(p: Params, entry: ModelEntry) -> list[Work]:
-    methods = [Method.greedy(), *ablation_methods(p["ngram_size"]).values()]
-    return _bench({"mt_bench": p["n_prompts"]}, methods, p["max_new_tokens"])
-
-
-def batches(p: Params, entry: ModelEntry) -> list[Work]:
-    """Plain batched greedy and each lade method on every batch of each size: one prompt per batch of B rows per
-    forward (a step of B rows reads the weights once)."""
-    methods = [Method.greedy(), *(Method.parse(m) for m in p["methods"])]
-    return [Work(name, f"{m.name} B={b}", None, math.ceil(p["n_prompts"] / b), p["max_new_tokens"], rows=b)
-            for name in p["prompt_sets"] for b in p["batch_sizes"] for m in methods]
-
-
-def corpus(p: Params, entry: ModelEntry) -> list[Work]:
-    """Per task: the corpus's earlier requests decoded once (plain greedy, FILL_BATCH at a time), then greedy, lade auto
-    and lade auto with each corpus size on the measured questions; two-turn MT-Bench: turn 1 decoded (as the
-    corpus's), then turn 2 by greedy and both autos."""
-    tokens, n, largest = p["max_new_tokens"], p["n_prompts"], max(p["corpus_sizes"])
-    work = []
-    for task in p["tasks"]:
-        ds = f"spec_bench:{task}"
-        filled = min(largest, SPEC_BENCH_QUESTIONS - n)
-        work.append(Work(ds, "plain batched greedy (filling the corpus)", None, -(-filled // FILL_BATCH), tokens,
-                         rows=FILL_BATCH))
-        names = ["greedy"] + [f"lade-auto+corpus({size})" if size else "lade-auto" for size in p["corpus_sizes"]]
-        work += [Work(ds, name, None, n, tokens) for name in names]
-    two = p["two_turn_prompts"]
-    turn1 = Work("mt_bench_two_turns", "plain batched greedy (turn 1)", None, -(-two // FILL_BATCH), tokens,
-                 rows=FILL_BATCH)
-    return work + [turn1] + [Work("mt_bench_two_turns", method, None, two, tokens)
-                             for method in ("greedy", "lade-auto", "lade-auto+corpus")]
+def spec_bench_sets(p: Params, entry: SpecModel) -> dict[str, int]:
+    """The Spec-Bench task sets (`categories`) that `entry` runs, each with `n_prompts`."""
+    return {f"spec_bench:{c}": p["n_prompts"] for c in p["categories"] if entry.runs_on(f"spec_bench:{c}")}

@@ -1,9 +1,5 @@
-"""Experiment runners and analysis behind the notebooks (the notebooks only call these and plot).
-
-Results files (under `lab.harness.paths.results_dir()`) and their required columns are listed in RESULT_SCHEMAS (the
-files
-named by the notebook manifest, lab.pipeline.manifest);
-every file has a `<file>.provenance.json` beside it (`lab.harness.results.save_results`).
+"""Experiment runners and analysis shared by the study modules of notebooks 01-06 (each study module exposes the ones
+its notebook calls); every results file has a `<file>.provenance.json` beside it (`lab.harness.results.save_results`).
 """
 
 from __future__ import annotations
@@ -16,40 +12,18 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from lab.harness.batched import BATCH_COLUMNS
-from lab.harness.bench import ROW_COLUMNS, summarize
+from lab.harness.bench import summarize
 from lab.harness.methods import Method, parse_config
 from lab.harness.paths import published
 from lab.harness.prompts import encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.stats import summarize_runs
 from lab.harness.timing import timed_generate
-from lab.pipeline.manifest import NOTEBOOKS, ROWS
-from lab.studies.batch_headroom import HEADROOM_COLUMNS
-from lab.studies.calibration import CALIBRATION_COLUMNS
-from lab.studies.corpus_bench import CORPUS_COLUMNS
-from lab.studies.gpu_model import BATCH_PREDICTION_COLUMNS, GPU_PREDICTION_COLUMNS, LATENCY_COLUMNS
-from lab.studies.validation import VALIDATION_COLUMNS
 from lade.config import LookaheadConfig
 
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
                     "forward_calls", "compression", "speedup")
 DISTRIBUTION_COLUMNS = ("sampler", "sample", "position", "token", "text")
-SCHEMAS: dict[str, tuple[str, ...]] = {  # a results file's schema (lab.pipeline.manifest) -> its required columns
-    ROWS: tuple(ROW_COLUMNS),
-    "latency": LATENCY_COLUMNS,
-    "gpu_predictions": GPU_PREDICTION_COLUMNS,
-    "calibration": CALIBRATION_COLUMNS,
-    "cpu_validation": VALIDATION_COLUMNS,
-    "sampling": SAMPLING_COLUMNS,
-    "sampling_distribution": DISTRIBUTION_COLUMNS,
-    "batches": tuple(BATCH_COLUMNS),
-    "batch_headroom": tuple(HEADROOM_COLUMNS),
-    "batch_predictions": BATCH_PREDICTION_COLUMNS,
-    "corpus": (*ROW_COLUMNS, *CORPUS_COLUMNS),
-}
-RESULT_SCHEMAS: dict[str, tuple[str, ...]] = {  # results file -> required columns, for every notebook's results
-    file: SCHEMAS[schema] for nb in NOTEBOOKS.values() for file, schema in nb.results.items()}
 
 
 def model_params(model: torch.nn.Module) -> int:

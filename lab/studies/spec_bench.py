@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lab.harness.bench import ROW_COLUMNS
 from lab.harness.paths import published
 from lab.harness.prompts import SPEC_BENCH_TASKS
-from lab.harness.runs import per_model
+from lab.harness.runs import SpecModel, methods_for, per_model
+from lab.harness.workload import BENCH_PARAMETERS, Params, Study, Work, bench_work, spec_bench_sets
 from lab.studies.experiments import speedup_summary
+from lab.studies.figures import spec_bench_plot
+from lab.studies.findings import spec_bench
+
+__all__ = ["STUDY", "TASK_LABELS", "beside_published", "published_leaderboard", "spec_bench", "spec_bench_plot",
+           "task_summary"]  # what notebook 07 calls (notebook 08, lab.studies.beam_search, reads the same tasks)
 
 TASK_LABELS = {"mt_bench": "multi-turn\nconversation", "translation": "translation", "summarization": "summarization",
                "qa": "question\nanswering", "math_reasoning": "math\nreasoning", "rag": "retrieval-aug.\ngeneration",
@@ -44,3 +51,11 @@ def beside_published(summary: pd.DataFrame, leaderboard: pd.DataFrame,
     ours = ours.pivot_table(index="task", columns="column", values="speedup")
     theirs = leaderboard[leaderboard["setup"] == setup].pivot(index="task", columns="method", values="speedup")
     return ours.join(theirs.add_prefix(f"published {setup}: "), how="left")
+
+
+def estimate(p: Params, entry: SpecModel) -> list[Work]:
+    return bench_work(spec_bench_sets(p, entry), methods_for(entry, p["baselines"]), p["max_new_tokens"])
+
+
+STUDY = Study("07_spec_bench", {"spec_bench.jsonl": tuple(ROW_COLUMNS)}, ("07_spec_bench",), estimate,
+              (*BENCH_PARAMETERS, "categories"), multi_model=True)

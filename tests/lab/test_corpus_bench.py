@@ -9,9 +9,9 @@ import torch
 from lab.harness.models import load_model
 from lab.harness.prompts import load_prompts
 from lab.harness.results import load_results, save_results
+from lab.pipeline.manifest import RESULT_SCHEMAS
 from lab.studies import corpus_bench as cb
 from lab.studies import findings
-from lab.studies.experiments import RESULT_SCHEMAS
 from lab.studies.figures_run import corpus_plot
 from tiny_hub import save_tiny_chat_model
 

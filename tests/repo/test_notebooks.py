@@ -25,9 +25,9 @@ papermill = pytest.importorskip("papermill")
 from lab.harness.paths import REPO  # noqa: E402
 from lab.harness.results import load_results  # noqa: E402
 from lab.pipeline.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
+from lab.pipeline.manifest import RESULT_SCHEMAS  # noqa: E402
 from lab.pipeline.publish import STAMP, results_commit  # noqa: E402
 from lab.pipeline.specs import DEFAULT_SPEC, load_spec  # noqa: E402
-from lab.studies.experiments import RESULT_SCHEMAS  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {name: nb.figures for name, nb in MANIFEST.items()}  # notebook -> figures it must write
