@@ -43,9 +43,9 @@ def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, on
     config = lade.auto_config(model, latency=profile, draft_options=dict(correct_latency=online))
     fed, new, steps = [], 0, 0
     for ids, mask in prompts:
-        out, _, timer = timed_generate(model, ids, mask, config, dict(do_sample=False, eos_token_id=None,
-                                                                      max_new_tokens=max_new_tokens,
-                                                                      lookahead_latency=profile))
+        run = timed_generate(model, ids, mask, config, dict(do_sample=False, eos_token_id=None,
+                                                            max_new_tokens=max_new_tokens, lookahead_latency=profile))
+        out, timer = run.new[0], run.timer
         fed += timer.fed[1:]
         new, steps = new + out.numel(), steps + timer.calls
     return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed),

@@ -58,7 +58,8 @@ def timed_methods(model, device: torch.device, new_tokens: int) -> list[dict]:
         for method in methods:
             if seed == 0:
                 time_generate(model, method, ids, mask, {**gen, "max_new_tokens": 8})  # warm-up
-            new, wall, timer = time_generate(model, method, ids, mask, gen)
+            run = time_generate(model, method, ids, mask, gen)
+            new, wall, timer = run.new[0], run.wall, run.timer
             rows.append({"seed": seed, "method": method.name, "new_tokens": int(new.numel()), "wall_s": wall,
                          "tokens_per_s": new.numel() / wall, "forward_calls": timer.calls,
                          "forward_s": timer.seconds, "host_share": 1 - timer.seconds / wall})

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,15 +38,13 @@ import torch
 from tqdm.auto import tqdm
 
 from lab.harness.agreement import EXACT_DTYPES, first_divergence
-from lab.harness.bench import rotated
+from lab.harness.bench import rotated, time_generate
 from lab.harness.methods import Method, measure_row_profiles
 from lab.harness.prompts import SPEC_BENCH_TASKS, encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
 from lab.harness.stats import summarize_runs
 from lab.harness.timing import ForwardTimer
-from lade.api import generate as lade_generate
-from lade.device import synchronize
 from lade.rows import left_pad
 
 SETS = ("mt_bench", "humaneval", "spec_bench")
@@ -126,30 +123,11 @@ class _Run:
 
 def _generate(model, method: Method, ids: torch.Tensor, mask: torch.Tensor, gen_kwargs: dict[str, Any],
               latency) -> _Run:
-    """One timed batched generate call of `method`. ids, mask: [B, P] left-padded."""
-    timer = ForwardTimer(model)
-    synchronize(model.device)
-    with timer.measuring(), torch.inference_mode():
-        start = time.perf_counter()
-        if method.kind == "greedy":
-            out = model.generate(ids, attention_mask=mask, **gen_kwargs)
-            stats = None
-        else:
-            extra = {"lookahead_latency": latency} if latency is not None and _plans(method) else {}
-            out, _ = lade_generate(model, ids, method.lookahead, attention_mask=mask, return_stats=True,
-                                   return_dict_in_generate=True, **gen_kwargs, **method.generate_kwargs, **extra)
-            stats = out.row_stats or [out.lookahead_stats]  # one unpadded row decodes as a single sequence
-            out = out.sequences
-        synchronize(model.device)
-        wall = time.perf_counter() - start
-    row_steps = [s.steps for s in stats] if stats is not None else [timer.calls] * ids.shape[0]
-    nodes = [n for s in stats or () for n in getattr(s, "tree_nodes", ())]
-    return _Run(out[:, ids.shape[1] :].cpu(), wall, timer, row_steps, nodes)
-
-
-def _plans(method: Method) -> bool:
-    """Whether `method` takes a latency model (auto, or an adaptive config)."""
-    return isinstance(method.lookahead, str) or bool(getattr(method.lookahead, "adaptive", False))
+    """One timed batched generate call of `method` (bench.time_generate). ids, mask: [B, P] left-padded."""
+    run = time_generate(model, method, ids, mask, gen_kwargs, latency, stats=True)
+    row_steps = [s.steps for s in run.stats] if run.stats is not None else [run.timer.calls] * ids.shape[0]
+    nodes = [n for s in run.stats or () for n in getattr(s, "tree_nodes", ())]
+    return _Run(run.new, run.wall, run.timer, row_steps, nodes)
 
 
 def row_lengths(new: torch.Tensor, eos_ids: Sequence[int]) -> list[int]:

@@ -43,7 +43,7 @@ from lab.harness.prompts import EncodedPrompt, encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
 from lab.harness.stats import summarize_runs
-from lab.harness.timing import ForwardTimer, timed_generate
+from lab.harness.timing import ForwardTimer, Timed, timed_generate
 
 ROW_COLUMNS = {
     "model": "the model's label (a spec entry's name, else its folder or Hub id's last part)",
@@ -72,10 +72,15 @@ ROW_COLUMNS = {
 
 
 def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  gen_kwargs: dict[str, Any]) -> tuple[torch.Tensor, float, ForwardTimer]:
-    """One timed generate call of `method` -> (new tokens [T] on the CPU, wall seconds, forward timer)."""
+                  gen_kwargs: dict[str, Any], latency: Callable[[float], float] | None = None,
+                  stats: bool = False) -> Timed:
+    """One timed generate call of `method` (timing.timed_generate). latency: the latency model of a method that
+    plans its steps (auto, or an adaptive config); stats: lade's per-row statistics too."""
     lookahead = method.lookahead if method.kind == "lade" else None
-    return timed_generate(model, input_ids, attention_mask, lookahead, {**gen_kwargs, **method.generate_kwargs})
+    plans = isinstance(lookahead, str) or bool(getattr(lookahead, "adaptive", False))
+    extra = {"lookahead_latency": latency} if latency is not None and plans else {}
+    return timed_generate(model, input_ids, attention_mask, lookahead,
+                          {**gen_kwargs, **method.generate_kwargs, **extra}, stats)
 
 
 def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method, new: torch.Tensor, wall: float,
@@ -223,7 +228,7 @@ def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, i
 
 
 def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dict[str, Any], repeats: int,
-                  first: int, done: Callable[[], Any]) -> dict[str, list[tuple[torch.Tensor, float, ForwardTimer]]]:
+                  first: int, done: Callable[[], Any]) -> dict[str, list[Timed]]:
     """Each method `repeats` times on the prompt, the order rotated by `first` + repeat (no method always first):
     method name -> its timed calls."""
     runs: dict[str, list] = {m.name: [] for m in methods}
@@ -243,14 +248,14 @@ def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
 def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
     """One row per method (times: means over the repeats), with its divergence from and speedup over the reference
     (methods[0]: plain greedy or plain beam search)."""
-    outputs = {name: timed[0][0] for name, timed in runs.items()}
+    outputs = {name: timed[0].new[0] for name, timed in runs.items()}
     rows = []
     for method in methods:
         timed = runs[method.name]
-        wall = sum(t[1] for t in timed) / repeats
-        forward_s = sum(t[2].seconds for t in timed) / repeats
+        wall = sum(t.wall for t in timed) / repeats
+        forward_s = sum(t.timer.seconds for t in timed) / repeats
         rows.append(_row(prompt.set_name, prompt.prompt_id, prompt.encoded, method, outputs[method.name], wall,
-                         timed[-1][2], forward_s))
+                         timed[-1].timer, forward_s))
     reference = rows[0]
     for row in rows:
         row["first_divergence"] = first_divergence(outputs[row["method"]], outputs[reference["method"]])

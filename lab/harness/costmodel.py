@@ -182,12 +182,3 @@ def batch_speedup(s: Shape, g: Gpu, p: LatencyParams, batch: int, compression: f
 def fits(s: Shape, g: Gpu, n_gpus: int = 1) -> bool:
     """Whether the fp16 weights fit in the memory of `n_gpus` GPUs (the KV cache and activations not counted)."""
     return s.params * DTYPE_BYTES / 1e9 < g.memory_gb * n_gpus
-
-
-def parameter_table(known: Mapping[str, Shape] | None = None) -> pd.DataFrame:
-    """Each shape's parameter count beside the published one (model_shapes.csv) and the relative difference."""
-    table = pd.read_csv(published("model_shapes"))
-    known = known or shapes()
-    table["params"] = [known[m].params for m in table["model"]]
-    table["relative_difference"] = table["params"] / table["published_params"] - 1
-    return table[["model", "layers", "hidden", "kv_heads", "params", "published_params", "relative_difference"]]

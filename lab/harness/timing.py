@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
@@ -79,19 +80,35 @@ class ForwardTimer:
         return self.fed[1:].count(1) / max(len(self.fed) - 1, 1)
 
 
+@dataclass
+class Timed:
+    """One timed generate call."""
+
+    new: torch.Tensor  # [B, T] the tokens every row generated, on the CPU (rows padded as generate pads them)
+    wall: float  # seconds, the device synchronised before and after
+    timer: ForwardTimer  # the call's forwards, counted and timed
+    stats: list[Any] | None = None  # lade's LookaheadStats per row, when asked for; None for plain generate
+
+
 def timed_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   lookahead: LookaheadConfig | str | None, gen_kwargs: dict[str, Any],
-                   ) -> tuple[torch.Tensor, float, ForwardTimer]:
-    """One generate call, lade with `lookahead` (a config or "auto") or plain `model.generate` when it is None ->
-    (new tokens [T] of the first row, on the CPU; wall seconds; the forward timer)."""
+                   lookahead: LookaheadConfig | str | None, gen_kwargs: dict[str, Any], stats: bool = False) -> Timed:
+    """The one timed generate call of the harness, for single, batched and beam calls alike: lade with `lookahead` (a
+    config or "auto") or plain `model.generate` when it is None. input_ids, attention_mask: [B, P] (left-padded).
+    stats: also return lade's per-row statistics (lade.generate's return_stats)."""
     timer = ForwardTimer(model)
+    row_stats = None
     synchronize(model.device)
     with timer.measuring(), torch.inference_mode():
         start = time.perf_counter()
         if lookahead is None:
             out = model.generate(input_ids, attention_mask=attention_mask, **gen_kwargs)
+        elif stats:
+            result, _ = lade_generate(model, input_ids, lookahead, attention_mask=attention_mask, return_stats=True,
+                                      return_dict_in_generate=True, **gen_kwargs)
+            row_stats = result.row_stats or [result.lookahead_stats]  # one unpadded row decodes as a single sequence
+            out = result.sequences
         else:
             out = lade_generate(model, input_ids, lookahead, attention_mask=attention_mask, **gen_kwargs)
         synchronize(model.device)
         wall = time.perf_counter() - start
-    return out[0, input_ids.shape[1] :].cpu(), wall, timer
+    return Timed(out[:, input_ids.shape[1] :].cpu(), wall, timer, row_stats)

@@ -147,7 +147,8 @@ def _sampling_run(model, ids: torch.Tensor, mask: torch.Tensor, method: str, con
     torch.manual_seed(seed)
     sampled = {"sample_window": True} if method == "lade+sampled-window" else {}
     lookahead = None if method == "plain" else LookaheadConfig(**{**config.to_dict(), "sampling_seed": seed, **sampled})
-    new, wall, timer = timed_generate(model, ids, mask, lookahead, gen)
+    run = timed_generate(model, ids, mask, lookahead, gen)
+    new, wall, timer = run.new[0], run.wall, run.timer
     return {"new_tokens": int(new.numel()), "wall_s": wall, "tokens_per_s": new.numel() / wall,
             "forward_calls": timer.calls, "compression": new.numel() / max(timer.calls, 1)}
 
@@ -170,7 +171,8 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
         for i in range(samples):
             torch.manual_seed(base + i)
             run_cfg = None if cfg is None else LookaheadConfig(**{**cfg.to_dict(), "sampling_seed": base + i})
-            new, _, timer = timed_generate(model, ids, mask, run_cfg, gen)
+            run = timed_generate(model, ids, mask, run_cfg, gen)
+            new, timer = run.new[0], run.timer
             n_calls = timer.calls
             calls[name] += n_calls
             rows += [{"sampler": name, "sample": i, "position": pos, "token": int(tok),
