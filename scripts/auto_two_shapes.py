@@ -5,7 +5,7 @@ profile): how many tokens each step feeds. SmolLM2 is loaded as the lab loads it
 
     PYTHONPATH=. python scripts/auto_two_shapes.py --prompts 4 --max-new-tokens 96 --threads 1
 
-Writes data/results/bench/auto_two_shapes.json (with provenance) and prints one row per profile.
+Writes data/results/experiments/auto_two_shapes/choices.json (with provenance) and prints one row per profile.
 """
 
 from __future__ import annotations

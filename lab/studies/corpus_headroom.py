@@ -14,7 +14,7 @@ headroom a corpus offers; a real drafter reaches neither oracle).
 Compare with lade's compression with and without a corpus on the same questions (notebook 10, corpus-target spec).
 
     python -m lab.studies.corpus_headroom --n-prompts 10 --size 50 --threads 2 \
-        --out data/results/bench/corpus_headroom_cpu.jsonl
+        --out data/results/experiments/corpus_headroom/oracle_copiers.jsonl
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ lade feeds the B rows of a batch step as [B, Q], each row padded to the widest r
 Everything else is lade's loop; lab.harness.batched compares every row token for token with plain batched greedy.
 
     python -m lab.studies.flat_steps --batch-sizes 2,4 --n 12 --config merged/24/adaptive --lag 2 --threads 2 \
-        --out data/results/bench/flat_steps_cpu.jsonl
+        --out data/results/experiments/flat_steps/batches.jsonl
 """
 
 from __future__ import annotations
