@@ -10,14 +10,8 @@ from lab.studies.experiments import ablation_methods, ablation_table, model_para
 from lab.studies.figures import ablation_plot
 from lab.studies.findings import ablation
 
-__all__ = [
-    "STUDY",
-    "ablation",
-    "ablation_methods",
-    "ablation_plot",
-    "ablation_table",
-    "model_params",
-]  # what the notebook calls
+# what the notebook calls
+__all__ = ["STUDY", "ablation", "ablation_methods", "ablation_plot", "ablation_table", "model_params"]
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from lab.harness.batched import (
     BATCH_COLUMNS,
@@ -12,7 +13,9 @@ from lab.harness.batched import (
     step_width_quantiles,
     summarize_batches,
 )
+from lab.harness.intro import run_intro
 from lab.harness.methods import Method
+from lab.harness.results import load_results
 from lab.harness.runs import SpecModel
 from lab.harness.workload import Params, Study, Work
 from lab.studies.batch_headroom import HEADROOM_COLUMNS, replayed, summarize_headroom
@@ -21,21 +24,9 @@ from lab.studies.figures_batch import batch_prediction_plot, batch_throughput_pl
 from lab.studies.findings import batches
 from lab.studies.gpu_model import BATCH_PREDICTION_COLUMNS, predict_batches
 
-__all__ = [
-    "Fit",
-    "REFERENCE",
-    "STUDY",
-    "batch_prediction_plot",
-    "batch_throughput_plot",
-    "batches",
-    "check_rows",
-    "predict_batches",
-    "replayed",
-    "run_batched",
-    "step_width_quantiles",
-    "summarize_batches",
-    "summarize_headroom",
-]  # what the notebook calls
+__all__ = ["REFERENCE", "STUDY", "Fit", "batch_prediction_plot", "batch_throughput_plot", "batches", "check_rows",
+           "intro", "predict_batches", "replayed", "run_batched", "step_width_quantiles", "summarize_batches",
+           "summarize_headroom"]  # what the notebook calls
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:
@@ -62,3 +53,9 @@ STUDY = Study(
     ("n_prompts", "max_new_tokens", "batch_sizes", "prompt_sets", "methods"),
     reads=("latency.csv", "calibration.csv", "gpu_predictions.csv"),
 )
+
+
+def intro(path: Path) -> str:
+    """Notebook 09: the methods, prompt sets, counts and batch sizes its results file holds."""
+    rows = load_results(path)
+    return run_intro(path, [("batch sizes", sorted(int(b) for b in rows["batch_size"].unique()))])

@@ -3,14 +3,19 @@ MT-Bench."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lab.harness.bench import ROW_COLUMNS
+from lab.harness.intro import run_intro
+from lab.harness.results import load_results
 from lab.harness.runs import SpecModel
 from lab.harness.workload import Params, Study, Work
 from lab.studies.corpus_bench import CORPUS_COLUMNS, FILL_BATCH, corpus_summary, run_corpus_benchmark
 from lab.studies.figures_run import corpus_plot
 from lab.studies.findings import corpus
 
-__all__ = ["STUDY", "corpus", "corpus_plot", "corpus_summary", "run_corpus_benchmark"]  # what the notebook calls
+# what notebook 10 calls
+__all__ = ["STUDY", "corpus", "corpus_plot", "corpus_summary", "intro", "run_corpus_benchmark"]
 
 SPEC_BENCH_QUESTIONS = 80  # questions of each Spec-Bench task
 
@@ -52,3 +57,9 @@ STUDY = Study(
     estimate,
     ("n_prompts", "max_new_tokens", "tasks", "corpus_sizes", "two_turn_prompts"),
 )
+
+
+def intro(path: Path) -> str:
+    """Notebook 10: the methods, tasks, counts and corpus sizes (earlier requests per task) its results file holds."""
+    sizes = load_results(path).attrs["provenance"]["params"]["sizes"]
+    return run_intro(path, [("corpus sizes", sorted(sizes))])

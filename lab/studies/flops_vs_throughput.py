@@ -47,38 +47,12 @@ from lab.studies.validation import (
     validate_files,
 )
 
-__all__ = [
-    "CONTEXT",
-    "Fit",
-    "STUDY",
-    "best_configs",
-    "calibration_plot",
-    "class_sigma",
-    "compression_lookup",
-    "cost_model",
-    "cpu_validation_plot",
-    "fit",
-    "gpu_case",
-    "gpu_speedup_heatmap",
-    "gpus",
-    "latency_curves",
-    "latency_plot",
-    "leave_one_out",
-    "load_published",
-    "measure_profile",
-    "median_abs_error",
-    "model_params",
-    "observations",
-    "predict_grid",
-    "profile_from_table",
-    "published_step_costs",
-    "reference_compression",
-    "rtx3090_plot",
-    "transfer_error",
-    "typical_context",
-    "validate_files",
-    "when_it_pays",
-]  # what the notebook calls
+# what the notebook calls
+__all__ = ["CONTEXT", "STUDY", "Fit", "best_configs", "calibration_plot", "class_sigma", "compression_lookup",
+           "cost_model", "cpu_validation_plot", "fit", "gpu_case", "gpu_speedup_heatmap", "gpus", "latency_curves",
+           "latency_plot", "leave_one_out", "load_published", "measure_profile", "median_abs_error", "model_params",
+           "observations", "predict_grid", "profile_from_table", "published_step_costs", "reference_compression",
+           "rtx3090_plot", "transfer_error", "typical_context", "validate_files", "when_it_pays"]
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:

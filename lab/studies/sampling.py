@@ -16,16 +16,8 @@ from lab.studies.figures import distribution_plot, sampling_plot
 from lab.studies.findings import sampling
 from lade.config import LookaheadConfig
 
-__all__ = [
-    "STUDY",
-    "distribution_plot",
-    "model_params",
-    "run_sampling",
-    "sample_continuations",
-    "sampling",
-    "sampling_plot",
-    "total_variation",
-]  # what the notebook calls
+__all__ = ["STUDY", "distribution_plot", "model_params", "run_sampling", "sample_continuations", "sampling",
+           "sampling_plot", "total_variation"]  # what the notebook calls
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:

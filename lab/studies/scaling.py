@@ -11,17 +11,8 @@ from lab.studies.figures import ranks_plot, scaling_plot
 from lab.studies.findings import scaling
 from lab.studies.parallel import compression_vs_ranks
 
-__all__ = [
-    "STUDY",
-    "compression_vs_ranks",
-    "log_slope",
-    "model_params",
-    "ranks_plot",
-    "scaling",
-    "scaling_methods",
-    "scaling_plot",
-    "scaling_table",
-]  # what the notebook calls
+__all__ = ["STUDY", "compression_vs_ranks", "log_slope", "model_params", "ranks_plot", "scaling", "scaling_methods",
+           "scaling_plot", "scaling_table"]  # what the notebook calls
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:

@@ -6,9 +6,12 @@ Lookahead and PLD rows (RTX 3090 and A100, Vicuna 7B/13B/33B, fp16, greedy) are 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from lab.harness.bench import ROW_COLUMNS
+from lab.harness.intro import run_intro
 from lab.harness.paths import published
 from lab.harness.prompts import SPEC_BENCH_TASKS
 from lab.harness.runs import SpecModel, methods_for, per_model
@@ -17,8 +20,9 @@ from lab.studies.experiments import speedup_summary
 from lab.studies.figures import spec_bench_plot
 from lab.studies.findings import spec_bench
 
-__all__ = ["STUDY", "TASK_LABELS", "beside_published", "published_leaderboard", "spec_bench", "spec_bench_plot",
-           "task_summary"]  # what notebook 07 calls (notebook 08, lab.studies.beam_search, reads the same tasks)
+# what notebook 07 calls (notebook 08, lab.studies.beam_search, reads the same tasks)
+__all__ = ["STUDY", "TASK_LABELS", "beside_published", "intro", "published_leaderboard", "spec_bench",
+           "spec_bench_plot", "task_summary"]
 
 TASK_LABELS = {"mt_bench": "multi-turn\nconversation", "translation": "translation", "summarization": "summarization",
                "qa": "question\nanswering", "math_reasoning": "math\nreasoning", "rag": "retrieval-aug.\ngeneration",
@@ -59,3 +63,8 @@ def estimate(p: Params, entry: SpecModel) -> list[Work]:
 
 STUDY = Study("07_spec_bench", {"spec_bench.jsonl": tuple(ROW_COLUMNS)}, ("07_spec_bench",), estimate,
               (*BENCH_PARAMETERS, "categories"), multi_model=True)
+
+
+def intro(path: Path) -> str:
+    """Notebook 07: the methods, Spec-Bench tasks and counts its results file holds."""
+    return run_intro(path)

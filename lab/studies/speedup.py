@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lab.harness.bench import ROW_COLUMNS
+from lab.harness.intro import run_intro
 from lab.harness.runs import SpecModel
 from lab.harness.workload import BENCH_PARAMETERS, Params, Study, Work, headline_bench_work
 from lab.studies.experiments import published_speedups, speedup_summary
 from lab.studies.figures import speedup_bars, speedup_by_model
 from lab.studies.findings import speedups
 
-__all__ = ["HUMANEVAL", "MT_BENCH", "published_speedups", "speedup_bars", "speedup_by_model", "speedup_summary",
-           "speedups"]  # what the notebooks call
+__all__ = ["HUMANEVAL", "MT_BENCH", "intro", "published_speedups", "speedup_bars", "speedup_by_model",
+           "speedup_summary", "speedups"]  # what the notebooks call
 
 
 def mt_bench_estimate(p: Params, entry: SpecModel) -> list[Work]:
@@ -28,3 +31,8 @@ MT_BENCH = Study("01_mt_bench_speedup", {"mt_bench.jsonl": tuple(ROW_COLUMNS)}, 
 HUMANEVAL = Study("02_humaneval_speedup", {"humaneval.jsonl": tuple(ROW_COLUMNS), "gsm8k.jsonl": tuple(ROW_COLUMNS)},
                   ("02_humaneval_speedup", "02_gsm8k_speedup"), humaneval_estimate,
                   (*BENCH_PARAMETERS, "headline_prompts", "datasets", "gsm8k_prompts"), multi_model=True)
+
+
+def intro(path: Path) -> str:
+    """Notebooks 01 and 02: the methods, prompt sets and counts their results file holds."""
+    return run_intro(path)
