@@ -260,7 +260,7 @@ CORE_SCRIPT = textwrap.dedent("""
     seeded = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sampling_seed=1)
     sampled = lade.generate(model, ids, seeded, do_sample=True, **kw)
     assert sampled.shape == (1, ids.shape[1] + 16)
-    assert importlib.util.find_spec("lab.harness.bench") is None, "the research wing was installed with lade"
+    assert importlib.util.find_spec("lab.harness") is None, "the research wing was installed with lade"
     print("CORE OK")
 """)
 
