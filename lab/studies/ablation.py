@@ -8,10 +8,10 @@ from lab.harness.runs import SpecModel
 from lab.harness.workload import Params, Study, Work, bench_work
 from lab.studies.experiments import ablation_methods, ablation_table, model_params
 from lab.studies.figures import ablation_plot
-from lab.studies.findings import ablation
+from lab.studies.findings import ablation as findings
 
 # what the notebook calls
-__all__ = ["STUDY", "ablation", "ablation_methods", "ablation_plot", "ablation_table", "model_params"]
+__all__ = ["STUDY", "ablation_methods", "ablation_plot", "ablation_table", "findings", "model_params"]
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:

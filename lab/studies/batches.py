@@ -21,10 +21,10 @@ from lab.harness.workload import Params, Study, Work
 from lab.studies.batch_headroom import HEADROOM_COLUMNS, replayed, summarize_headroom
 from lab.studies.calibration import Fit
 from lab.studies.figures_batch import batch_prediction_plot, batch_throughput_plot
-from lab.studies.findings import batches
+from lab.studies.findings import batches as findings
 from lab.studies.gpu_model import BATCH_PREDICTION_COLUMNS, predict_batches
 
-__all__ = ["REFERENCE", "STUDY", "Fit", "batch_prediction_plot", "batch_throughput_plot", "batches", "check_rows",
+__all__ = ["REFERENCE", "STUDY", "Fit", "batch_prediction_plot", "batch_throughput_plot", "check_rows", "findings",
            "intro", "predict_batches", "replayed", "run_batched", "step_width_quantiles", "summarize_batches",
            "summarize_headroom"]  # what the notebook calls
 

@@ -7,10 +7,10 @@ from lab.harness.methods import Method
 from lab.harness.runs import SpecModel, methods_for
 from lab.harness.workload import BENCH_PARAMETERS, Params, Study, Work, bench_work, spec_bench_sets
 from lab.studies.figures import spec_bench_plot
-from lab.studies.findings import spec_bench
+from lab.studies.findings import spec_bench as findings
 from lab.studies.spec_bench import TASK_LABELS, task_summary
 
-__all__ = ["STUDY", "TASK_LABELS", "spec_bench", "spec_bench_plot", "task_summary"]  # what the notebook calls
+__all__ = ["STUDY", "TASK_LABELS", "findings", "spec_bench_plot", "task_summary"]  # what the notebook calls
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:

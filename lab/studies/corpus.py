@@ -12,10 +12,10 @@ from lab.harness.runs import SpecModel
 from lab.harness.workload import Params, Study, Work
 from lab.studies.corpus_bench import CORPUS_COLUMNS, FILL_BATCH, corpus_summary, run_corpus_benchmark
 from lab.studies.figures_run import corpus_plot
-from lab.studies.findings import corpus
+from lab.studies.findings import corpus as findings
 
 # what notebook 10 calls
-__all__ = ["STUDY", "corpus", "corpus_plot", "corpus_summary", "intro", "run_corpus_benchmark"]
+__all__ = ["STUDY", "corpus_plot", "corpus_summary", "findings", "intro", "run_corpus_benchmark"]
 
 SPEC_BENCH_QUESTIONS = 80  # questions of each Spec-Bench task
 

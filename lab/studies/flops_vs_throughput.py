@@ -26,7 +26,7 @@ from lab.studies.figures_cost import (
     latency_plot,
     rtx3090_plot,
 )
-from lab.studies.findings import cost_model
+from lab.studies.findings import cost_model as findings
 from lab.studies.gpu_model import (
     GPU_PREDICTION_COLUMNS,
     LATENCY_COLUMNS,
@@ -49,7 +49,7 @@ from lab.studies.validation import (
 
 # what the notebook calls
 __all__ = ["CONTEXT", "STUDY", "Fit", "best_configs", "calibration_plot", "class_sigma", "compression_lookup",
-           "cost_model", "cpu_validation_plot", "fit", "gpu_case", "gpu_speedup_heatmap", "gpus", "latency_curves",
+           "cpu_validation_plot", "findings", "fit", "gpu_case", "gpu_speedup_heatmap", "gpus", "latency_curves",
            "latency_plot", "leave_one_out", "load_published", "measure_profile", "median_abs_error", "model_params",
            "observations", "predict_grid", "profile_from_table", "published_step_costs", "reference_compression",
            "rtx3090_plot", "transfer_error", "typical_context", "validate_files", "when_it_pays"]

@@ -13,10 +13,10 @@ from lab.studies.experiments import (
     total_variation,
 )
 from lab.studies.figures import distribution_plot, sampling_plot
-from lab.studies.findings import sampling
+from lab.studies.findings import sampling as findings
 from lade.config import LookaheadConfig
 
-__all__ = ["STUDY", "distribution_plot", "model_params", "run_sampling", "sample_continuations", "sampling",
+__all__ = ["STUDY", "distribution_plot", "findings", "model_params", "run_sampling", "sample_continuations",
            "sampling_plot", "total_variation"]  # what the notebook calls
 
 

@@ -8,10 +8,10 @@ from lab.harness.runs import SpecModel
 from lab.harness.workload import Params, Study, Work, bench_work
 from lab.studies.experiments import log_slope, model_params, scaling_methods, scaling_table
 from lab.studies.figures import ranks_plot, scaling_plot
-from lab.studies.findings import scaling
+from lab.studies.findings import scaling as findings
 from lab.studies.parallel import compression_vs_ranks
 
-__all__ = ["STUDY", "compression_vs_ranks", "log_slope", "model_params", "ranks_plot", "scaling", "scaling_methods",
+__all__ = ["STUDY", "compression_vs_ranks", "findings", "log_slope", "model_params", "ranks_plot", "scaling_methods",
            "scaling_plot", "scaling_table"]  # what the notebook calls
 
 

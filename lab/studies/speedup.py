@@ -11,10 +11,10 @@ from lab.harness.runs import SpecModel
 from lab.harness.workload import BENCH_PARAMETERS, Params, Study, Work, headline_bench_work
 from lab.studies.experiments import published_speedups, speedup_summary
 from lab.studies.figures import speedup_bars, speedup_by_model
-from lab.studies.findings import speedups
+from lab.studies.findings import speedups as findings
 
-__all__ = ["HUMANEVAL", "MT_BENCH", "intro", "published_speedups", "speedup_bars", "speedup_by_model",
-           "speedup_summary", "speedups"]  # what the notebooks call
+__all__ = ["HUMANEVAL", "MT_BENCH", "findings", "intro", "published_speedups", "speedup_bars", "speedup_by_model",
+           "speedup_summary"]  # what the notebooks call
 
 
 def mt_bench_estimate(p: Params, entry: SpecModel) -> list[Work]:
