@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4, help="prompts from each of MT-Bench and HumanEval")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=results_dir() / "bench" / "auto_two_shapes.json")
+    parser.add_argument("--out", type=Path, default=results_dir() / "experiments" / "auto_two_shapes" / "choices.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model("embedded")
