@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the figures of an experiment spec: set-up (scripts/setup.sh), then execute each notebook the spec names
 # with papermill. Executed copies, logs and each notebook's resolved parameters go to build/notebooks/ (git-ignored);
-# the notebooks write figures to figures/; the default run's executed copies replace notebooks/ (lab.publish). Notebooks run with notebooks/ as working directory and the kernel "lade".
+# the notebooks write figures to figures/; the default run's executed copies replace notebooks/ (lab.pipeline.publish). Notebooks run with notebooks/ as working directory and the kernel "lade".
 #   ./run_all.sh [--params SPEC] [--plan] [--quick] [--model NAME_OR_PATH] [--device cpu|cuda]
 #                [--dtype float32|float16|bfloat16] [--only NAME[,NAME...]]
 #   --params  an experiment spec, data/experiments/*.yaml (default: embedded-cpu.yaml, the default run); each notebook
@@ -37,7 +37,7 @@ venv="${LADE_VENV:-.venv}"
 
 if [[ $plan == 1 ]]; then  # writes nothing: may run beside a run
     [[ "${LADE_SKIP_SETUP:-0}" == 1 ]] || scripts/setup.sh --no-model
-    exec "$venv/bin/python" -m lab.plan show "$spec" "${options[@]}"
+    exec "$venv/bin/python" -m lab.pipeline.plan show "$spec" "${options[@]}"
 fi
 
 # one run per checkout: the parameter files, the staged outputs and the published notebooks are this checkout's
@@ -76,17 +76,17 @@ trap 'interrupted SIGTERM 143' TERM
 # the spec resolved per notebook; stops here (exit 2 or 3, with the reason) on a bad spec or missing weights
 mkdir -p build/notebooks
 rm -f build/notebooks/*.params.yaml
-listing="$("$venv/bin/python" -m lab.plan prepare "$spec" --out build/notebooks "${options[@]}")"
+listing="$("$venv/bin/python" -m lab.pipeline.plan prepare "$spec" --out build/notebooks "${options[@]}")"
 mapfile -t notebooks <<< "$listing"
 
-# the notebooks write into build/run/ (lab.staging); what the notebooks that succeeded wrote is copied to the
+# the notebooks write into build/run/ (lab.pipeline.staging); what the notebooks that succeeded wrote is copied to the
 # results and figures folders once every notebook has ended
 results_out="${LADE_RESULTS_DIR:-$PWD/data/results}" figures_out="${LADE_FIGURES_DIR:-$PWD/figures}"
-"$venv/bin/python" -m lab.staging begin build/run "$results_out" "$figures_out"
+"$venv/bin/python" -m lab.pipeline.staging begin build/run "$results_out" "$figures_out"
 export LADE_COMMAND="$command_line"  # each results file's provenance records the command and the notebook
 
 failed=() total=$SECONDS
-: > build/notebooks/run_times.tsv  # notebook<TAB>seconds, as each ends (lab.run_times records a default run's)
+: > build/notebooks/run_times.tsv  # notebook<TAB>seconds, as each ends (lab.pipeline.run_times records a default run's)
 for i in "${!notebooks[@]}"; do
     name="${notebooks[$i]}" start=$SECONDS
     printf '[%d/%d] %s ... ' "$((i + 1))" "${#notebooks[@]}" "$name"
@@ -101,25 +101,25 @@ for i in "${!notebooks[@]}"; do
     if [[ $status == 0 ]]; then
         echo "ok ($((SECONDS - start)) s)"
         printf '%s\t%d\n' "$name" "$((SECONDS - start))" >> build/notebooks/run_times.tsv
-        "$venv/bin/python" -m lab.staging notebook build/run "$name" ok
+        "$venv/bin/python" -m lab.pipeline.staging notebook build/run "$name" ok
     else
         echo "FAILED ($((SECONDS - start)) s); last lines of build/notebooks/$name.log:"
         tail -15 "build/notebooks/$name.log" | sed 's/^/    /'
         failed+=("$name")
-        "$venv/bin/python" -m lab.staging notebook build/run "$name" failed
+        "$venv/bin/python" -m lab.pipeline.staging notebook build/run "$name" failed
     fi
 done
 trap '' INT TERM  # from here on the run finishes what it publishes
-"$venv/bin/python" -m lab.staging finish build/run
+"$venv/bin/python" -m lab.pipeline.staging finish build/run
 
 echo "run_all: ${#notebooks[@]} notebook(s) of $(basename "$spec") in $((SECONDS - total)) s; figures in figures/"
 if [[ ${#failed[@]} -gt 0 ]]; then
     echo "run_all: FAILED notebook(s): ${failed[*]}" >&2
     exit 1
 fi
-# a full run into data/results/ refreshes the README's results table from what it wrote (lab.readme); the default run
-# (no --params, --model, --device, --dtype) also commits its executed notebooks, outputs kept (lab.publish), and, run
-# whole (no --only), its measured time per notebook and end to end, set-up included (lab.run_times: the README's line)
+# a full run into data/results/ refreshes the README's results table from what it wrote (lab.pipeline.readme); the default run
+# (no --params, --model, --device, --dtype) also commits its executed notebooks, outputs kept (lab.pipeline.publish), and, run
+# whole (no --only), its measured time per notebook and end to end, set-up included (lab.pipeline.run_times: the README's line)
 if [[ " ${options[*]} " != *" --quick "* && -z "${LADE_RESULTS_DIR:-}" ]]; then
     default=0
     if [[ $spec == data/experiments/embedded-cpu.yaml && " ${options[*]} " != *" --model "* &&
@@ -127,11 +127,11 @@ if [[ " ${options[*]} " != *" --quick "* && -z "${LADE_RESULTS_DIR:-}" ]]; then
         default=1
     fi
     if [[ $default == 1 && " ${options[*]} " != *" --only "* ]]; then
-        "$venv/bin/python" -m lab.run_times default build/notebooks/run_times.tsv --total "$SECONDS" --spec "$spec"
+        "$venv/bin/python" -m lab.pipeline.run_times default build/notebooks/run_times.tsv --total "$SECONDS" --spec "$spec"
     fi
-    "$venv/bin/python" -m lab.readme
+    "$venv/bin/python" -m lab.pipeline.readme
     if [[ $default == 1 ]]; then
-        "$venv/bin/python" -m lab.publish build/notebooks "${notebooks[@]}"
+        "$venv/bin/python" -m lab.pipeline.publish build/notebooks "${notebooks[@]}"
         echo "run_all: executed notebooks written to notebooks/ (outputs of this run)"
     fi
 fi

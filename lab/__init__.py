@@ -20,5 +20,5 @@ if _missing:
     )
 
 # tqdm.auto, imported by huggingface_hub (so by transformers), warns where ipywidgets is missing, as in a notebook run
-# by papermill; the lab's own bars are off there (lab.timing.progress_bar), so that warning is stderr noise
+# by papermill; the lab's own bars are off there (lab.harness.timing.progress_bar), so that warning is stderr noise
 warnings.filterwarnings("ignore", message="IProgress not found")

@@ -1,6 +1,6 @@
 """Measure the acceptance prior of lade's planning drafters: for every kind of drafted token (a retrieval match-length
 bucket and depth, a recycled successor's rank and depth, a window n-gram's depth), how often it was accepted when its
-parent was, on prompts of the tuning split (lab.splits: prompts no notebook evaluates); writes its counts to
+parent was, on prompts of the tuning split (lab.harness.splits: prompts no notebook evaluates); writes its counts to
 data/results/acceptance_prior.jsonl, then lade/drafters/acceptance_prior.py from them (with TUNED_ON, the (set, id)
 pairs measured).
 
@@ -22,10 +22,10 @@ import scipy.optimize
 import torch
 
 import lade
-from lab.models import load_model
-from lab.prompts import encode_chat, load_prompts
-from lab.provenance import commit_label, provenance
-from lab.results import load_results, save_results
+from lab.harness.models import load_model
+from lab.harness.prompts import encode_chat, load_prompts
+from lab.harness.provenance import commit_label, provenance
+from lab.harness.results import load_results, save_results
 from lade.drafters import register, registered, unregister
 from lade.drafters.planner import calibrated
 
@@ -102,7 +102,7 @@ def write(min_tested: int) -> None:
         "",
         f"{params['model']} fp32, greedy, draft='merged' at a budget of {params['budget']} with a {params['window']}-"
         "column window,",
-        f"the first {params['per_set']} tuning prompts (lab.splits; TUNED_ON) of {', '.join(params['sets'])}, "
+        f"the first {params['per_set']} tuning prompts (lab.harness.splits; TUNED_ON) of {', '.join(params['sets'])}, "
         f"{params['max_new_tokens']} new tokens each;",
         f"measured at {commit_label(prov)}; rows in data/results/acceptance_prior.jsonl.",
         f"PRIOR[kind] = (accepted when tested, times tested), kinds tested at least {min_tested} times; CALIBRATION:",

@@ -5,7 +5,7 @@ profile): how many tokens each step feeds. SmolLM2 is loaded as the lab loads it
 
     PYTHONPATH=. python scripts/auto_two_shapes.py --prompts 4 --max-new-tokens 96 --threads 1
 
-Writes data/results/bench/auto_two_shapes.json (with provenance) and prints one row per profile.
+Writes data/results/experiments/auto_two_shapes/choices.json (with provenance) and prints one row per profile.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import lade
-from lab.models import load_model
-from lab.paths import results_dir
-from lab.prompts import encode_chat, load_prompts
-from lab.provenance import provenance
-from lab.timing import timed_generate
+from lab.harness.models import load_model
+from lab.harness.paths import results_dir
+from lab.harness.prompts import encode_chat, load_prompts
+from lab.harness.provenance import provenance
+from lab.harness.timing import timed_generate
 from lade.cost import LatencyProfile, latency_profile, measure_latency
 
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
@@ -43,9 +43,9 @@ def decode_with(profile: LatencyProfile, model, prompts, max_new_tokens: int, on
     config = lade.auto_config(model, latency=profile, draft_options=dict(correct_latency=online))
     fed, new, steps = [], 0, 0
     for ids, mask in prompts:
-        out, _, timer = timed_generate(model, ids, mask, config, dict(do_sample=False, eos_token_id=None,
-                                                                      max_new_tokens=max_new_tokens,
-                                                                      lookahead_latency=profile))
+        run = timed_generate(model, ids, mask, config, dict(do_sample=False, eos_token_id=None,
+                                                            max_new_tokens=max_new_tokens, lookahead_latency=profile))
+        out, timer = run.new[0], run.timer
         fed += timer.fed[1:]
         new, steps = new + out.numel(), steps + timer.calls
     return {"online_correction": online, "config": config.label, "mean_tokens_fed": sum(fed) / len(fed),
@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4, help="prompts from each of MT-Bench and HumanEval")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=results_dir() / "bench" / "auto_two_shapes.json")
+    parser.add_argument("--out", type=Path, default=results_dir() / "experiments" / "auto_two_shapes" / "choices.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model("embedded")

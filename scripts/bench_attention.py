@@ -12,7 +12,7 @@ import json
 
 import torch
 
-from lab.attention_timing import synthetic_layout, time_steps
+from lab.studies.attention_timing import synthetic_layout, time_steps
 
 # (W, N, G) -> tokens per step q = 1 + (W + G)(N - 1)
 CONFIGS = [(2, 3, 2), (4, 4, 4), (5, 4, 5), (7, 5, 7), (15, 5, 15)]

@@ -10,7 +10,8 @@ the two-turn set or the tuning split). Per batch size R (the first R prompts, le
 (its first call at R), plain greedy, "auto" again, plain greedy again; EOS is ignored so every call decodes
 `--tokens` per row. One row per
 call: wall seconds, whether its rows equal plain greedy's, whether "auto" handed the batch to transformers' loop.
-The provenance (lab.provenance) is written beside the rows; the printed ratios are plain seconds (mean of its two
+The provenance (lab.harness.provenance) is written beside the rows; the printed ratios are plain seconds (mean of
+its two
 calls) over each "auto" call's.
 """
 
@@ -27,10 +28,10 @@ import pandas as pd
 import torch
 
 import lade
-from lab.models import load_model
-from lab.paths import REPO
-from lab.provenance import provenance
-from lab.results import save_results
+from lab.harness.models import load_model
+from lab.harness.paths import REPO
+from lab.harness.provenance import provenance
+from lab.harness.results import save_results
 
 OUT = REPO / "data" / "results" / "experiments" / "auto_cold_start" / "cold_start.jsonl"
 NOTEBOOK_QUESTIONS = 16  # the notebooks run at most the first 12 MT-Bench questions: these are left out

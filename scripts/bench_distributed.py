@@ -7,7 +7,7 @@ Usage: python scripts/bench_distributed.py [--ranks 1 2] [--window-share 3] [--g
 import argparse
 import json
 
-from lab.parallel import compression_vs_ranks
+from lab.studies.parallel import compression_vs_ranks
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -15,9 +15,9 @@ from transformers import BitsAndBytesConfig
 from transformers.cache_utils import DynamicCache
 
 import lade
-from lab.models import load_model
-from lab.prompts import encode_chat, load_prompts
-from lab.timing import timed
+from lab.harness.models import load_model
+from lab.harness.prompts import encode_chat, load_prompts
+from lab.harness.timing import timed
 
 PRECISIONS = {
     "fp32": None,

@@ -29,7 +29,7 @@ import transformers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import lade  # noqa: E402
-from lab.attention_timing import attention_error, qkv, synthetic_layout, time_steps  # noqa: E402
+from lab.studies.attention_timing import attention_error, qkv, synthetic_layout, time_steps  # noqa: E402
 from lade.attention.kernels import flash_attn_available, prefix_kernel, split_attention  # noqa: E402
 from lade.device import synchronize  # noqa: E402
 from lade.layout import stack_layouts  # noqa: E402

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lab.bench import run_benchmark, summarize, time_generate
-from lab.methods import Method
-from lab.provenance import provenance
+from lab.harness.bench import run_benchmark, summarize, time_generate
+from lab.harness.methods import Method
+from lab.harness.provenance import provenance
 from lade.cost import TASKS, choose_config, measure_latency, predict
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
@@ -58,7 +58,8 @@ def timed_methods(model, device: torch.device, new_tokens: int) -> list[dict]:
         for method in methods:
             if seed == 0:
                 time_generate(model, method, ids, mask, {**gen, "max_new_tokens": 8})  # warm-up
-            new, wall, timer = time_generate(model, method, ids, mask, gen)
+            run = time_generate(model, method, ids, mask, gen)
+            new, wall, timer = run.new[0], run.wall, run.timer
             rows.append({"seed": seed, "method": method.name, "new_tokens": int(new.numel()), "wall_s": wall,
                          "tokens_per_s": new.numel() / wall, "forward_calls": timer.calls,
                          "forward_s": timer.seconds, "host_share": 1 - timer.seconds / wall})
@@ -104,7 +105,7 @@ def main() -> None:
     if args.bench_n == 0:
         return
     try:
-        from lab.models import load_model, verify_embedded_model
+        from lab.harness.models import load_model, verify_embedded_model
 
         verify_embedded_model()
         smol, tok = load_model("embedded", device=str(device), dtype="float16" if device.type == "cuda" else "float32")

@@ -8,7 +8,7 @@ divided by its row-steps.
 Prints, per batch size: plain generate's host ms per row-step, lade's with drafting disabled (its loop alone), lade's
 adaptive config (what "auto" runs where it drafts, here never handed to transformers' loop) per row-step, and the
 differences: loop_s = lade disabled - plain; host_s = (auto - disabled) per drafting row-step. The prompts are those of
-the tuning split (lab.splits), HumanEval's then MT-Bench's. A timing: run it alone on the machine.
+the tuning split (lab.harness.splits), HumanEval's then MT-Bench's. A timing: run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import time
 
 import torch
 
-from lab.models import load_model
-from lab.prompts import encode_prompt, load_prompts
-from lab.timing import ForwardTimer
+from lab.harness.models import load_model
+from lab.harness.prompts import encode_prompt, load_prompts
+from lab.harness.timing import ForwardTimer
 from lade.api import generate as lade_generate
 from lade.auto import auto_config
 from lade.config import LookaheadConfig
 from lade.rows import left_pad
 
-TUNING_SETS = ("humaneval", "mt_bench")  # rows are their tuning prompts (lab.splits), HumanEval's first
+TUNING_SETS = ("humaneval", "mt_bench")  # rows are their tuning prompts (lab.harness.splits), HumanEval's first
 
 
 def host_ms(model, ids, mask, method, tokens: int) -> tuple[float, int]:
@@ -60,7 +60,8 @@ def main() -> None:
     tuning = [(name, row["prompt"]) for name in TUNING_SETS for row in load_prompts(name, split="tuning")]
     for rows in map(int, args.rows.split(",")):
         if rows > len(tuning):
-            raise SystemExit(f"--rows {rows}: the tuning split of {TUNING_SETS} has {len(tuning)} prompts (lab.splits)")
+            raise SystemExit(f"--rows {rows}: the tuning split of {TUNING_SETS} has {len(tuning)} prompts "
+                             "(lab.harness.splits)")
         prompts = [encode_prompt(tokenizer, prompt, name).input_ids[0] for name, prompt in tuning[:rows]]
         ids, mask = left_pad(prompts, tokenizer.pad_token_id)
         results = {}

@@ -66,5 +66,5 @@ echo "$PWD" > "$purelib/lade-checkout.pth"
 
 # the Jupyter kernel "lade" for this .venv (notebooks and their tests run in it)
 quiet .venv/bin/python -m ipykernel install --sys-prefix --name lade --display-name "Python (lade)"
-# the frozen prompt sets checked, then the embedded model prepared: one process (lab.ready)
-if [[ $prepare_model == 1 ]]; then .venv/bin/python -m lab.ready; else .venv/bin/python -m lab.ready --no-model; fi
+# the frozen prompt sets checked, then the embedded model prepared: one process (lab.pipeline.ready)
+if [[ $prepare_model == 1 ]]; then .venv/bin/python -m lab.pipeline.ready; else .venv/bin/python -m lab.pipeline.ready --no-model; fi

@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 import torch
 
-from lab.agreement import agreement_table, check_agreement, first_divergence
-from lab.bench import run_benchmark
-from lab.methods import Method
-from lab.models import load_model
+from lab.harness.agreement import agreement_table, check_agreement, first_divergence
+from lab.harness.bench import run_benchmark
+from lab.harness.methods import Method
+from lab.harness.models import load_model
 from tiny_hub import save_tiny_chat_model
 
 

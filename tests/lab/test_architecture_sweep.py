@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lab import architecture_sweep as sweep
-from lab.tiny_architectures import generative_types
+from lab.studies import architecture_sweep as sweep
+from lab.studies.tiny_architectures import generative_types
 
 SLICE = ("llama", "gpt2", "gpt_neo", "opt", "bloom", "mistral", "gemma2", "phi", "bart", "imagegpt", "kosmos-2.5",
          "llava")

@@ -1,13 +1,12 @@
-"""The batched-throughput harness (lab.batched) on a tiny model: every batch's rows against plain batched greedy,
+"""The batched-throughput harness (lab.harness.batched) on a tiny model: every batch's rows against plain batched
+greedy,
 its records, the step widths, the rotation of the run order and the summary over batches."""
 
 import pandas as pd
 import pytest
 import torch
 
-from lab.batch_headroom import HEADROOM_COLUMNS, headroom, replay
-from lab.batch_headroom import main as headroom_main
-from lab.batched import (
+from lab.harness.batched import (
     AGAIN,
     BATCH_COLUMNS,
     POOLED,
@@ -18,12 +17,14 @@ from lab.batched import (
     spread_prompts,
     summarize_batches,
 )
-from lab.methods import Method
-from lab.models import load_model
-from lab.plan import notebook_work
-from lab.prompts import SPEC_BENCH_TASKS, load_prompts
-from lab.results import load_results, save_results
-from lab.specs import model_entries, notebook_parameters
+from lab.harness.methods import Method
+from lab.harness.models import load_model
+from lab.harness.prompts import SPEC_BENCH_TASKS, load_prompts
+from lab.harness.results import load_results, save_results
+from lab.pipeline.plan import notebook_work
+from lab.pipeline.specs import model_entries, notebook_parameters
+from lab.studies.batch_headroom import HEADROOM_COLUMNS, headroom, replay
+from lab.studies.batch_headroom import main as headroom_main
 from tiny_hub import save_tiny_chat_model
 
 FLAT = lambda q: 1e-3  # noqa: E731  a latency model where wide steps are free: auto drafts
@@ -159,7 +160,7 @@ def test_row_lengths_stop_at_the_first_eos():
 
 
 def test_cli_writes_results(tiny, tmp_path, capsys):
-    """python -m lab.batched runs a fixed config on a model folder and writes the results file."""
+    """python -m lab.harness.batched runs a fixed config on a model folder and writes the results file."""
     folder, _, _ = tiny
     out = tmp_path / "b.jsonl"
     df = main(["--model", str(folder), "--sets", "humaneval", "--n", "2", "--batch-sizes", "1,2",

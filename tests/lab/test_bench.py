@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import lade
-from lab.bench import ROW_COLUMNS, main, run_benchmark, summarize
-from lab.methods import Method, parse_config
-from lab.models import load_model
-from lab.results import load_results, save_results
-from lab.runs import headline_for
+from lab.harness.bench import ROW_COLUMNS, main, run_benchmark, summarize
+from lab.harness.methods import Method, parse_config
+from lab.harness.models import load_model
+from lab.harness.results import load_results, save_results
+from lab.harness.runs import headline_for
 from tiny_hub import save_tiny_chat_model
 
 
@@ -127,7 +127,7 @@ def test_method_parsing():
 
 
 def test_cli_on_tiny_model(tiny_dir, tmp_path, capsys):
-    """`python -m lab.bench --model <folder>` runs end to end and writes rows plus provenance."""
+    """`python -m lab.harness.bench --model <folder>` runs end to end and writes rows plus provenance."""
     out = tmp_path / "cli.jsonl"
     main(["--model", str(tiny_dir), "--sets", "humaneval", "--n", "1", "--max-new-tokens", "8", "--methods",
           "greedy,pld:3", "--config", "2,2,1", "--threads", "1", "--out", str(out)])

@@ -1,17 +1,18 @@
-"""Notebook 10's harness (lab/corpus_bench.py) on a tiny chat model: rows in the corpus schema, exact, every corpus
+"""Notebook 10's harness (lab/studies/corpus_bench.py) on a tiny chat model: rows in the corpus schema, exact, every
+corpus
 size measured on the same first questions, the frozen corpus never learning, and the Findings and figure rendered
 from the saved results."""
 
 import pytest
 import torch
 
-from lab import corpus_bench as cb
-from lab import findings
-from lab.experiments import RESULT_SCHEMAS
-from lab.figures_run import corpus_plot
-from lab.models import load_model
-from lab.prompts import load_prompts
-from lab.results import load_results, save_results
+from lab.harness.models import load_model
+from lab.harness.prompts import load_prompts
+from lab.harness.results import load_results, save_results
+from lab.pipeline.manifest import RESULT_SCHEMAS
+from lab.studies import corpus_bench as cb
+from lab.studies import findings
+from lab.studies.figures_run import corpus_plot
 from tiny_hub import save_tiny_chat_model
 
 
@@ -28,7 +29,8 @@ def saved(tmp_path_factory):
 def test_rows_follow_the_schema_and_are_exact(saved):
     """Every row has the corpus schema's columns and reproduces greedy; the Spec-Bench task measures its first two
     questions with greedy, auto and auto with 3 and 70 earlier requests (200 clipped to the 72 - 2 other questions
-    outside the tuning split, lab.splits); the two-turn set measures turn 2 with the corpus of both conversations'
+    outside the tuning split, lab.harness.splits); the two-turn set measures turn 2 with the corpus of both
+    conversations'
     first turns."""
     rows = load_results(saved)
     assert set(RESULT_SCHEMAS["corpus.jsonl"]) <= set(rows.columns)

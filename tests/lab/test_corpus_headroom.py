@@ -1,4 +1,5 @@
-"""The corpus headroom (lab/corpus_headroom.py): the oracle copier's steps on hand-made requests, its bounds (a corpus
+"""The corpus headroom (lab/studies/corpus_headroom.py): the oracle copier's steps on hand-made requests, its bounds (a
+corpus
 never costs steps, a longer anchor never saves any), and the CLI's rows on a tiny chat model."""
 
 import random
@@ -7,9 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lab import corpus_headroom as ch
-from lab.prompts import load_prompts
-from lab.results import load_results
+from lab.harness.prompts import load_prompts
+from lab.harness.results import load_results
+from lab.studies import corpus_headroom as ch
 from tiny_hub import save_tiny_chat_model
 
 

@@ -13,17 +13,17 @@ import pytest
 matplotlib.use("Agg")
 
 from cost_data import REFERENCE  # noqa: E402
-from lab import calibration as cal  # noqa: E402
-from lab import costmodel as cm  # noqa: E402
-from lab import experiments as ex  # noqa: E402
-from lab import figure_style as fs  # noqa: E402
-from lab import figures as fg  # noqa: E402
-from lab import figures_batch as fb  # noqa: E402
-from lab import figures_cost as fc  # noqa: E402
-from lab import gpu_model as gm  # noqa: E402
-from lab import validation as vd  # noqa: E402
-from lab.batched import BATCH_COLUMNS, step_width_quantiles, summarize_batches  # noqa: E402
-from lab.bench import ROW_COLUMNS  # noqa: E402
+from lab.harness import costmodel as cm  # noqa: E402
+from lab.harness import figure_style as fs  # noqa: E402
+from lab.harness.batched import BATCH_COLUMNS, step_width_quantiles, summarize_batches  # noqa: E402
+from lab.harness.bench import ROW_COLUMNS  # noqa: E402
+from lab.studies import calibration as cal  # noqa: E402
+from lab.studies import experiments as ex  # noqa: E402
+from lab.studies import figures as fg  # noqa: E402
+from lab.studies import figures_batch as fb  # noqa: E402
+from lab.studies import figures_cost as fc  # noqa: E402
+from lab.studies import gpu_model as gm  # noqa: E402
+from lab.studies import validation as vd  # noqa: E402
 
 ARTEFACT = re.compile(r"\d\.\d*(0000\d|9999\d)|\d\.\d{6,}")
 PRECISION = re.compile(r"\b(fp16|fp32|bf16|int8|int4)\b")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import findings
+from lab.studies import findings
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "data" / "results"
@@ -40,9 +40,9 @@ def test_findings_render_from_the_committed_results(name, call):
 
 
 def test_every_notebook_ends_with_its_findings():
-    """The last cell of every notebook displays the Findings computed by lab.findings, so no number in the
-    notebook's conclusions is typed by hand."""
+    """The last cell of every notebook displays the Findings its study module computes (`findings`, from
+    lab.studies.findings), so no number in the notebook's conclusions is typed by hand."""
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         last = json.loads(path.read_text())["cells"][-1]
         source = "".join(last["source"])
-        assert last["cell_type"] == "code" and "Markdown(" in source and "findings." in source, path.name
+        assert last["cell_type"] == "code" and "Markdown(" in source and "st.findings(" in source, path.name

@@ -1,4 +1,5 @@
-"""Flat batch steps (lab/flat_steps.py): a flat step computes lade's padded step exactly, its sizing prices the rows'
+"""Flat batch steps (lab/studies/flat_steps.py): a flat step computes lade's padded step exactly, its sizing prices the
+rows'
 own tokens and weighs rows behind, and the experiment's rows equal plain batched greedy."""
 
 import copy
@@ -7,9 +8,9 @@ from unittest import mock
 import pytest
 import torch
 
-from lab import flat_steps as fs
-from lab.methods import Method
-from lab.models import load_model
+from lab.harness.methods import Method
+from lab.harness.models import load_model
+from lab.studies import flat_steps as fs
 from lade.cache import new_cache
 from lade.layout import build_layout, stack_layouts
 from lade.model_call import ModelCall

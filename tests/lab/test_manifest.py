@@ -1,11 +1,9 @@
-"""The notebook manifest (lab.manifest) is complete and consistent: every notebook of notebooks/ has one entry whose
-parameters, estimator, results and dependencies exist, so --plan, the results schemas and the notebook tests (which
-all read it) cannot drift from the notebooks."""
+"""The study registry (lab.pipeline.manifest) is complete and consistent: every notebook of notebooks/ has one
+study whose parameters, estimator, results and dependencies exist, so --plan, the results schemas and the notebook
+tests (which all read it) cannot drift from the notebooks."""
 
-from lab import workload
-from lab.experiments import RESULT_SCHEMAS, SCHEMAS
-from lab.manifest import NOTEBOOKS, depends_on, multi_model_notebooks, run_order
-from lab.specs import MULTI_MODEL_NOTEBOOKS, known_notebooks, notebook_parameters
+from lab.pipeline.manifest import NOTEBOOKS, RESULT_SCHEMAS, depends_on, multi_model_notebooks, run_order
+from lab.pipeline.specs import MULTI_MODEL_NOTEBOOKS, known_notebooks, notebook_parameters
 
 
 def test_every_notebook_has_one_entry():
@@ -15,13 +13,13 @@ def test_every_notebook_has_one_entry():
 
 
 def test_each_entry_names_what_exists():
-    """The estimator is a function of lab.workload, the parameters it reads are in the notebook's parameters cell,
-    every results file has a known schema, and results files and figures each belong to one notebook."""
+    """The estimator is a function of the study's module, the parameters it reads are in the notebook's parameters
+    cell, every results file lists its columns, and results files and figures each belong to one notebook."""
     results, figures = [], []
     for nb in NOTEBOOKS.values():
-        assert callable(getattr(workload, nb.work, None)), nb.name
+        assert callable(nb.estimate) and nb.estimate.__module__.startswith("lab.studies."), nb.name
         assert set(nb.parameters) <= set(notebook_parameters(nb.name)), nb.name
-        assert all(schema in SCHEMAS for schema in nb.results.values()), nb.name
+        assert all(columns and all(isinstance(c, str) for c in columns) for columns in nb.results.values()), nb.name
         results += nb.results
         figures += nb.figures
     assert len(results) == len(set(results)) and len(figures) == len(set(figures))
@@ -40,7 +38,7 @@ def test_dependencies_come_first():
 
 
 def test_multi_model_flag_is_the_specs():
-    """lab.specs refuses several models only in the notebooks the manifest marks single-model."""
+    """lab.pipeline.specs refuses several models only in the notebooks the manifest marks single-model."""
     assert multi_model_notebooks() == MULTI_MODEL_NOTEBOOKS
     assert set(MULTI_MODEL_NOTEBOOKS) == {"01_mt_bench_speedup", "02_humaneval_speedup", "07_spec_bench",
                                           "08_beam_search"}

@@ -6,7 +6,7 @@ import zipfile
 import pytest
 import torch
 
-from lab.models import (
+from lab.harness.models import (
     GGUF_MEMBER,
     MARKER,
     ModelNotFoundError,
@@ -15,7 +15,7 @@ from lab.models import (
     prepare_embedded_model,
     verify_embedded_model,
 )
-from lab.prompts import encode_chat
+from lab.harness.prompts import encode_chat
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lab.prompts import REFERENCE_SUMMARY, SUMMARY_PREFIX, VICUNA, encode_prompt, load_prompts
+from lab.harness.prompts import REFERENCE_SUMMARY, SUMMARY_PREFIX, VICUNA, encode_prompt, load_prompts
 from tiny_hub import tiny_tokenizer
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 
-from lab import provenance as pv
+from lab.harness import provenance as pv
 
 
 def test_provenance_records_the_installed_lade_and_the_command(monkeypatch):
@@ -25,7 +25,8 @@ def test_provenance_records_the_installed_lade_and_the_command(monkeypatch):
 def test_a_script_records_its_own_command_line(tmp_path):
     """`python -m MODULE ARGS` (how lab's experiment scripts run) is recorded as invoked, arguments included."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(pv.REPO)}
-    done = subprocess.run([sys.executable, "-c", "import json, lab.provenance as p; print(json.dumps(p.command()))",
+    script = "import json, lab.harness.provenance as p; print(json.dumps(p.command()))"
+    done = subprocess.run([sys.executable, "-c", script,
                            "--batch-sizes", "2,4"], env=env, capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, check=True)
     argv, notebook = json.loads(done.stdout)

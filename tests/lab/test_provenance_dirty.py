@@ -2,7 +2,7 @@
 
 import subprocess
 
-from lab import provenance as pv
+from lab.harness import provenance as pv
 
 
 def test_run_outputs_do_not_make_a_result_dirty(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""lab.publish: an executed notebook is committed without what changes from run to run, stamped with its results'
+"""lab.pipeline.publish: an executed notebook is committed without what changes from run to run, stamped with its
+results'
 commit."""
 
 import json
@@ -6,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from lab import publish
-from lab.results import save_results
+from lab.harness.results import save_results
+from lab.pipeline import publish
 
 
 def _executed(repo: str) -> dict:

@@ -3,7 +3,7 @@
 import pytest
 from transformers import AwqConfig, BitsAndBytesConfig
 
-from lab.models import load_model
+from lab.harness.models import load_model
 from quantized_models import hide_packages, save_tiny
 
 

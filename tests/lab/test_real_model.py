@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import lade
-from lab.models import load_model
-from lab.prompts import encode_chat, load_prompts
+from lab.harness.models import load_model
+from lab.harness.prompts import encode_chat, load_prompts
 
 pytestmark = pytest.mark.slow
 

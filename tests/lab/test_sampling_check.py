@@ -1,4 +1,5 @@
-"""lab.sampling_check: the joint losslessness test passes lade and a plain control, rejects a deliberately biased
+"""lab.studies.sampling_check: the joint losslessness test passes lade and a plain control, rejects a deliberately
+biased
 verifier at a stated sample size, fixes its bins from the pilot alone, holds its stated false-rejection rate, and its
 CLI writes the rows with provenance."""
 
@@ -8,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from lab import sampling_check as sc
-from lab.results import load_results
+from lab.harness.results import load_results
+from lab.studies import sampling_check as sc
 from tiny_models import char_tokenizer, drafts_often_accepted, tiny_model
 
 POWER_N = 2000  # continuations per sampler at which the biased verifier must be rejected (5 of 5 seeded replicates

@@ -1,12 +1,13 @@
-"""The one sampling harness (lab.experiments.run_sampling), used by notebook 05 and `python -m lab.sampling_bench`."""
+"""The one sampling harness (lab.studies.experiments.run_sampling), used by notebook 05 and `python -m
+lab.studies.sampling_bench`."""
 
 import pandas as pd
 import pytest
 import torch
 
-from lab.experiments import SAMPLING_COLUMNS, run_sampling
-from lab.models import load_model
-from lab.sampling_bench import main
+from lab.harness.models import load_model
+from lab.studies.experiments import SAMPLING_COLUMNS, run_sampling
+from lab.studies.sampling_bench import main
 from lade.config import LookaheadConfig
 from tiny_hub import save_tiny_chat_model
 
@@ -34,7 +35,7 @@ def test_rows_pair_every_method_with_plain_sampling(tiny):
 
 
 def test_cli_prints_the_summary(tiny, capsys):
-    """`python -m lab.sampling_bench` runs the same harness and prints its per-set summary."""
+    """`python -m lab.studies.sampling_bench` runs the same harness and prints its per-set summary."""
     folder, *_ = tiny
     main(["--model", str(folder), "--temperatures", "1.0", "--per-set", "1", "--max-new-tokens", "6",
           "--config", "3,2,2", "--threads", "1"])

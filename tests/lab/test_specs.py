@@ -11,9 +11,10 @@ import pytest
 import torch
 import yaml
 
-from lab.models import locate_weights
-from lab.plan import estimate_seconds, hardware_row, missing_weights_message, notebook_work, resolve
-from lab.specs import (
+from lab.harness.models import locate_weights
+from lab.harness.workload import Work
+from lab.pipeline.plan import estimate_seconds, hardware_row, missing_weights_message, notebook_work, resolve
+from lab.pipeline.specs import (
     DEFAULT_SPEC,
     MULTI_MODEL_NOTEBOOKS,
     SPEC_DIR,
@@ -26,7 +27,6 @@ from lab.specs import (
     override_model,
     single_entry,
 )
-from lab.workload import Work
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted(SPEC_DIR.glob("*.yaml"))
@@ -297,7 +297,7 @@ def test_a_device_this_torch_cannot_use_is_refused_with_what_to_install():
     """A spec (or --device) on cuda with a CPU build of torch stops --plan and the run with exit 3 and names the
     GPU lock; the message names each device and its notebooks (the check is injectable, so both sides are tested
     on any machine)."""
-    from lab.plan import device_problem, missing_devices_message
+    from lab.pipeline.plan import device_problem, missing_devices_message
 
     assert device_problem("cpu") is None
     resolved = resolve(load_spec(DEFAULT_SPEC), only=["05_sampling", "06_ablation"], device="cuda:1")
@@ -322,9 +322,10 @@ def test_badly_typed_spec_values_stop_plan_and_run_with_the_same_message(tmp_pat
 
 
 def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys):
-    """The same plan (lab.plan show, what `run_all.sh --plan` runs; called in-process) with every model's weights
+    """The same plan (lab.pipeline.plan show, what `run_all.sh --plan` runs; called in-process) with every model's
+    weights
     in place."""
-    from lab.plan import main as plan_main
+    from lab.pipeline.plan import main as plan_main
 
     for name in ("CodeLlama-7b-hf", "CodeLlama-13b-hf", "CodeLlama-34b-hf", "CodeLlama-7b-Instruct-hf",
                  "CodeLlama-13b-Instruct-hf", "CodeLlama-34b-Instruct-hf"):
@@ -340,8 +341,8 @@ def test_plan_with_the_weights_present_exits_zero(tmp_path, monkeypatch, capsys)
 def test_the_cpu_is_priced_from_the_committed_greedy_rows(tmp_path):
     """--plan prices a CPU run at the rates the committed results were measured at (a least-squares fit of their fp32
     greedy rows of the embedded model), and at CPU_ROW where there are none."""
-    from lab.plan import CPU_ROW, FIT_MODEL, cpu_row
-    from lab.specs import config_params, parse_size
+    from lab.pipeline.plan import CPU_ROW, FIT_MODEL, cpu_row
+    from lab.pipeline.specs import config_params, parse_size
 
     assert cpu_row(tmp_path) == CPU_ROW
     rows = [{"model": FIT_MODEL, "dtype": "float32", "method": method, "prompt_tokens": p, "new_tokens": n,

@@ -1,10 +1,10 @@
-"""The one definition of compression and speedup, and the bootstrap intervals around them (lab.stats)."""
+"""The one definition of compression and speedup, and the bootstrap intervals around them (lab.harness.stats)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from lab.stats import compression, interval, planned_speedup_intervals, speedup, summarize_runs
+from lab.harness.stats import compression, interval, planned_speedup_intervals, speedup, summarize_runs
 
 
 def test_definitions_on_known_counts():

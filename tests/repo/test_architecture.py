@@ -1,10 +1,11 @@
-"""The package's shape: the core (lade) never imports the research wing (lab/), no module imports itself
-through a cycle, the core runs in an environment holding only torch and transformers, and the decoder ships as a
-transformers custom_generate folder."""
+"""The package's shape: the core (lade) never imports the research wing (lab/), no module of either imports itself
+through a cycle, the lab's three layers import one way and dispatch by no name string, the core runs in an
+environment holding only torch and transformers, and the decoder ships as a transformers custom_generate folder."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -23,6 +24,8 @@ from tiny_models import random_prompt, tiny_model
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "lade"
+LAB = REPO / "lab"
+LAB_LAYERS = ("harness", "studies", "pipeline")  # each imports only the layers before it (and itself)
 
 
 def module_name(path: Path) -> str:
@@ -30,21 +33,22 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """lade modules imported anywhere in the file (top level or inside functions), relative imports resolved."""
+def imports_of(path: Path, root: str = "lade") -> set[str]:
+    """`root`'s modules imported anywhere in the file (top level, inside functions, under TYPE_CHECKING), relative
+    imports resolved."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "lade"}
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == root}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target.split(".")[0] != "lade":
+            if target.split(".")[0] != root:
                 continue
             found.add(target)
             for alias in node.names:  # `from . import x` may name a submodule
@@ -55,8 +59,8 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    return {module_name(path): imports_of(path) for path in PACKAGE.rglob("*.py")}
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    return {module_name(path): imports_of(path, package.name) for path in package.rglob("*.py")}
 
 
 def absolute_imports(path: Path) -> set[str]:
@@ -85,10 +89,11 @@ def test_core_tests_never_import_the_lab():
     assert not sorted(path.name for path in core_tests if "lab" in absolute_imports(path))
 
 
-def test_no_import_cycles():
+def import_cycles(package: Path) -> list[list[str]]:
     """Depth-first search over module imports (a package's __init__ counts as the package)."""
-    graph = {module: {t for t in targets if t in import_graph_keys()} - {module}
-             for module, targets in import_graph().items()}
+    modules = {module_name(path) for path in package.rglob("*.py")}
+    graph = {module: {t for t in targets if t in modules} - {module}
+             for module, targets in import_graph(package).items()}
     state: dict[str, int] = {}
     cycles = []
 
@@ -104,16 +109,90 @@ def test_no_import_cycles():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
-    assert not cycles, cycles
+    return cycles
 
 
-def import_graph_keys() -> set[str]:
-    return {module_name(path) for path in PACKAGE.rglob("*.py")}
+@pytest.mark.parametrize("package", [PACKAGE, LAB], ids=["lade", "lab"])
+def test_no_import_cycles(package):
+    """No module reaches itself through imports, deferred ones (inside functions) included."""
+    assert not import_cycles(package)
+
+
+def test_lab_layers_import_one_way():
+    """lab.harness <- lab.studies <- lab.pipeline: the harness imports neither studies nor pipeline, and the studies
+    never import the pipeline (its registry imports them), so a study can be read, tested and reused alone."""
+    offenders = []
+    for module, targets in import_graph(LAB).items():
+        layer = module.split(".")[1] if module.count(".") else None
+        if layer is None:
+            continue
+        assert layer in LAB_LAYERS, f"{module}: lab modules live in one of {LAB_LAYERS}"
+        above = LAB_LAYERS[LAB_LAYERS.index(layer) + 1:]
+        offenders += [(module, t) for t in targets if t.split(".")[1:2] and t.split(".")[1] in above]
+    assert not offenders
+
+
+def _module_names(tree: ast.AST, package: str) -> set[str]:
+    """Names a file binds to modules: `import x [as y]`, and `from p import m [as y]` where m is a module file."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = (node.module or "") if not node.level else ".".join(
+                package.split(".")[: len(package.split(".")) - node.level + 1] + ([node.module] if node.module else []))
+            for alias in node.names:
+                if (REPO / Path(*f"{base}.{alias.name}".split("."))).with_suffix(".py").exists():
+                    names.add(alias.asname or alias.name)
+    return names
+
+
+def test_lab_dispatches_by_no_name_string():
+    """Nothing in lab/ looks a function up by a name held in data (`getattr(module, name)`, `import_module(name)`):
+    registries hold the objects themselves, so a rename breaks at import time and a reader can follow the call."""
+    offenders = []
+    for path in LAB.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = _module_names(tree, module_name(path).rpartition(".")[0])
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            dynamic = not isinstance(node.args[0], ast.Constant)
+            if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) \
+                    and node.args[0].id in modules and not isinstance(node.args[1], ast.Constant):
+                offenders.append(f"{module_name(path)}:{node.lineno} getattr({node.args[0].id}, ...)")
+            elif name in ("import_module", "__import__") and dynamic:
+                offenders.append(f"{module_name(path)}:{node.lineno} {name}(...)")
+    assert not offenders
+
+
+def notebook_lab_imports(path: Path) -> set[str]:
+    """The lab modules a notebook's code cells import (`from lab.pkg import mod as x` counts as lab.pkg.mod)."""
+    source = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "lab"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lab":
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if (REPO / Path(*sub.split("."))).with_suffix(".py").exists() else node.module)
+    return found
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_notebook_imports_its_study_and_at_most_three_more(notebook):
+    """A notebook tells one study: it imports that study's module and at most three other lab modules, so what it
+    shows lives in one place (lab.studies.<study>) and the plumbing below it in a few."""
+    imported = notebook_lab_imports(notebook)
+    studies = {m for m in imported if m.startswith("lab.studies.")}
+    assert len(studies) == 1 and len(imported) <= 4, sorted(imported)
 
 
 def test_modules_stay_small():
     """A module past ~400 lines is asking to be split, in the core and in the lab alike."""
-    files = [*PACKAGE.rglob("*.py"), *(REPO / "lab").glob("*.py")]
+    files = [*PACKAGE.rglob("*.py"), *LAB.rglob("*.py")]
     long = {module_name(p): n for p in files if (n := len(p.read_text().splitlines())) > 400}
     assert not long
 
@@ -181,7 +260,7 @@ CORE_SCRIPT = textwrap.dedent("""
     seeded = lade.LookaheadConfig(window_size=4, ngram_size=3, guess_set_size=4, sampling_seed=1)
     sampled = lade.generate(model, ids, seeded, do_sample=True, **kw)
     assert sampled.shape == (1, ids.shape[1] + 16)
-    assert importlib.util.find_spec("lab.bench") is None, "the research wing was installed with lade"
+    assert importlib.util.find_spec("lab.harness") is None, "the research wing was installed with lade"
     print("CORE OK")
 """)
 

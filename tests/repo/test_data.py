@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.prompts import PROMPT_DIR, SPEC_BENCH_TASKS, DatasetUnavailableError, load_prompts, verify_frozen
+from lab.harness.prompts import PROMPT_DIR, SPEC_BENCH_TASKS, DatasetUnavailableError, load_prompts, verify_frozen
 
 MANIFEST = json.loads((PROMPT_DIR / "MANIFEST.json").read_text())
 
@@ -42,7 +42,7 @@ def test_gsm8k_and_spec_bench_are_frozen():
 @pytest.mark.parametrize("name, rows", [("mt_bench", 80), ("humaneval", 164), ("gsm8k", 1319), ("spec_bench", 480)])
 def test_frozen_loaders(name, rows):
     """MT-Bench has 80 questions, HumanEval 164 problems, GSM8K test 1,319 and Spec-Bench 480, each with a unique
-    id and a prompt, read offline (split="all": the tuning prompts too, lab.splits)."""
+    id and a prompt, read offline (split="all": the tuning prompts too, lab.harness.splits)."""
     data = load_prompts(name, split="all")
     assert len(data) == rows
     assert len(set(data["id"])) == rows

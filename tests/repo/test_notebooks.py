@@ -22,12 +22,12 @@ import yaml
 
 papermill = pytest.importorskip("papermill")
 
-from lab.experiments import RESULT_SCHEMAS  # noqa: E402
-from lab.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
-from lab.paths import REPO  # noqa: E402
-from lab.publish import STAMP, results_commit  # noqa: E402
-from lab.results import load_results  # noqa: E402
-from lab.specs import DEFAULT_SPEC, load_spec  # noqa: E402
+from lab.harness.paths import REPO  # noqa: E402
+from lab.harness.results import load_results  # noqa: E402
+from lab.pipeline.manifest import NOTEBOOKS as MANIFEST  # noqa: E402
+from lab.pipeline.manifest import RESULT_SCHEMAS  # noqa: E402
+from lab.pipeline.publish import STAMP, results_commit  # noqa: E402
+from lab.pipeline.specs import DEFAULT_SPEC, load_spec  # noqa: E402
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES = {name: nb.figures for name, nb in MANIFEST.items()}  # notebook -> figures it must write
@@ -36,10 +36,12 @@ DEFAULT_RUN = load_spec(DEFAULT_SPEC).notebooks  # notebooks committed with thei
 
 
 def test_every_notebook_is_covered_and_clean():
-    """The manifest (lab.manifest) names every notebook; a committed notebook carries a tagged parameters cell of
+    """The manifest (lab.pipeline.manifest) names every notebook; a committed notebook carries a tagged parameters cell
+    of
     literals that papermill can override (quick, the model or a spec's models, device, dtype, attention, prompt
     format, recompute), no logic in its cells, and the outputs of the default run that wrote the committed results
-    (lab.publish: stamped with their commit, no timestamps, paths or progress bars); a notebook outside the default
+    (lab.pipeline.publish: stamped with their commit, no timestamps, paths or progress bars); a notebook outside the
+    default
     run may have no outputs instead."""
     assert sorted(p.stem for p in NOTEBOOKS) == sorted(FIGURES) == sorted(RESULTS)
     for path in NOTEBOOKS:
@@ -114,7 +116,7 @@ def test_a_notebook_run_by_papermill_shows_no_stderr_and_whole_tables(tmp_path):
     column, unwrapped."""
     source = ("import pandas as pd\n"
               "from lab import experiments, figures as fg\n"
-              "from lab.timing import progress_bar\n"
+              "from lab.harness.timing import progress_bar\n"
               "fg.setup_style()\n"
               "for _ in progress_bar(range(3), desc='bench'):\n"
               "    pass\n"

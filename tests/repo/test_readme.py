@@ -1,4 +1,4 @@
-"""The README stays short and true: its results table and the default run's time are exactly what lab.readme
+"""The README stays short and true: its results table and the default run's time are exactly what lab.pipeline.readme
 generates from the committed results files, it keeps the test command CI runs, and no project file cites notes outside
 the repository."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab import readme, run_times
-from lab.results import save_results
+from lab.harness.results import save_results
+from lab.pipeline import readme, run_times
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -18,7 +18,7 @@ README = REPO / "README.md"
 
 def test_readme_results_block_is_generated_from_the_committed_results():
     """A number in the README's table that no results file gives would be typed by hand; the block must be
-    byte-for-byte the generator's output (run `python -m lab.readme` after a run to refresh it)."""
+    byte-for-byte the generator's output (run `python -m lab.pipeline.readme` after a run to refresh it)."""
     block = readme.readme_block(README.read_text())
     assert block is not None, "README.md lacks the results block markers"
     assert block == readme.results_block(REPO / "data" / "results")

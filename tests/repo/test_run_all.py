@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
-from lab.models import prepare_embedded_model
-from lab.prompts import load_prompts
-from lab.results import load_results
+from lab.harness.models import prepare_embedded_model
+from lab.harness.prompts import load_prompts
+from lab.harness.results import load_results
 from tiny_models import tiny_model
 
 pytestmark = pytest.mark.slow

@@ -28,9 +28,9 @@ CELLS = [
     ("parameters", 'quick = False\nmodel = "embedded"\nmodels = []\ndevice = "cpu"\ndtype = "float32"\nseconds = 0.0'),
     ("", "import os, time\n"
          "import pandas as pd\n"
-         "from lab.paths import figures_dir, results_dir\n"
-         "from lab.provenance import provenance\n"
-         "from lab.results import save_results\n"
+         "from lab.harness.paths import figures_dir, results_dir\n"
+         "from lab.harness.provenance import provenance\n"
+         "from lab.harness.results import save_results\n"
          "rows = pd.DataFrame({'x': [1]})\n"
          "rows.attrs['provenance'] = provenance(seconds=seconds)\n"
          "save_results(rows, results_dir(quick) / 'sleep.jsonl')\n"
@@ -165,7 +165,7 @@ def test_sigterm_stops_a_run_publishing_nothing_and_the_next_run_publishes_its_o
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"[1/1] {NOTEBOOK} ... ok" in done.stdout
     assert (sandbox / "figures" / "quick" / "zz_sleep.png").read_bytes() == b"png"
-    from lab.results import load_results
+    from lab.harness.results import load_results
 
     prov = load_results(sandbox / "data" / "results" / "quick" / "sleep.jsonl").attrs["provenance"]
     assert prov["command"] == "./run_all.sh --params data/experiments/brief.yaml --quick"

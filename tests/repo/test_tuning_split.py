@@ -1,6 +1,7 @@
 """Tuning and evaluation apart: what steers lade's "auto" (the compression prior lade/cost_prior.py, the acceptance
 prior lade/drafters/acceptance_prior.py, and the results files they are generated from) was measured on the tuning
-split (lab.splits), and no notebook evaluates a tuning prompt under any experiment spec (data/experiments/*.yaml),
+split (lab.harness.splits), and no notebook evaluates a tuning prompt under any experiment spec
+(data/experiments/*.yaml),
 corpus prompts and two-turn conversations included."""
 
 from functools import cache
@@ -10,13 +11,13 @@ import pytest
 
 import lade.cost_prior
 import lade.drafters.acceptance_prior
-from lab.batched import spread_prompts
-from lab.corpus_bench import two_turn_rows
-from lab.plan import notebook_work, resolve
-from lab.prompts import SPEC_BENCH_TASKS, load_prompts, split_set_name
-from lab.results import load_results
-from lab.specs import SPEC_DIR, load_spec, model_entries, notebook_parameters
-from lab.splits import TUNING, TUNING_SIZE
+from lab.harness.batched import spread_prompts
+from lab.harness.prompts import SPEC_BENCH_TASKS, load_prompts, split_set_name
+from lab.harness.results import load_results
+from lab.harness.splits import TUNING, TUNING_SIZE
+from lab.pipeline.plan import notebook_work, resolve
+from lab.pipeline.specs import SPEC_DIR, load_spec, model_entries, notebook_parameters
+from lab.studies.corpus_bench import two_turn_rows
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "data" / "results"

@@ -1,0 +1,345 @@
+"""Benchmark runner: prompt sets x decoding methods -> tokens/s, compression, forward/host time, exactness.
+
+Python API (used by the notebooks):
+
+    from lab.harness.bench import run_benchmark, summarize
+    from lab.harness.methods import Method
+    from lab.harness.results import save_results
+    df = run_benchmark(model, tok, prompt_sets=("mt_bench", "humaneval"),
+                       methods=[Method.auto(), Method.lade(4, 5, 5), Method.prompt_lookup(10)],
+                       max_new_tokens=128, n_prompts=10)
+    print(summarize(df))            # speedup and compression with 95% intervals per prompt set and method
+    save_results(df, "results/bench.jsonl")
+
+CLI: `python -m lab.harness.bench --model embedded --sets mt_bench,humaneval --n 10 --max-new-tokens 128
+--methods greedy,auto,pld --config 4,5,5 --threads 1 --out results/bench.jsonl` (`--config N,W,G`,
+repeatable; `auto` = lade.cost's choice for the model and device, see lade.auto_config).
+
+Methods run interleaved per prompt (their order rotates from prompt to prompt) after one untimed warm-up
+run of each, so they share the machine's state; plain greedy always runs, as the reference for speed
+ratios and for exactness. Timings are wall-clock on whatever else the machine is doing: `summarize` gives
+each speedup and compression with a 95% bootstrap interval over prompts.
+
+Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["provenance"]` holds
+`lab.harness.provenance.provenance(...)` with the run's parameters and `df.attrs["summary"]` the run's `summarize`
+(speedup and compression with 95% intervals), both written beside the rows by `save_results`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from lab.harness.agreement import first_divergence
+from lab.harness.methods import Method, measure_row_profiles, parse_config, reference_method
+from lab.harness.prompts import EncodedPrompt, encode_prompt, load_prompts
+from lab.harness.provenance import model_record, provenance
+from lab.harness.results import report
+from lab.harness.stats import summarize_runs
+from lab.harness.timing import ForwardTimer, Timed, progress_bar, timed_generate
+
+ROW_COLUMNS = {
+    "model": "the model's label (a spec entry's name, else its folder or Hub id's last part)",
+    "dtype": "the model's dtype (float32, float16, bfloat16)",
+    "prompt_set": "name of the prompt set (mt_bench, humaneval, gsm8k, spec_bench:TASK, ...)",
+    "prompt_id": "id of the prompt within its set",
+    "prompt_format": "how the prompt was fed: chat (the tokenizer's chat template) or raw (lab.harness.prompts)",
+    "prompt_text": "exactly the text that was tokenized",
+    "method": "Method.name",
+    "config": "'N,W,G' for lookahead methods (the resolved one for auto), '' otherwise",
+    "prompt_tokens": "prompt length in tokens",
+    "new_tokens": "tokens generated",
+    "wall_s": "wall-clock time of the generate call (prefill included)",
+    "tokens_per_s": "new_tokens / wall_s",
+    "forward_calls": "forward passes of the benchmarked model (prefill included)",
+    "compression": "new_tokens / forward_calls (plain greedy: 1.0)",
+    "step_tokens": "mean tokens fed per forward call after the prefill (plain greedy: 1.0)",
+    "single_token_steps": "share of the forward calls after the prefill that fed one token (plain greedy: 1.0)",
+    "forward_s": "time spent inside the model's forward",
+    "host_share": "1 - forward_s / wall_s: share of time outside the model forward",
+    "matches_greedy": "output token-for-token identical to the reference's (plain greedy; plain beam search, method "
+                      "beam(k), in a beam-search run) with the same model and dtype on this prompt",
+    "first_divergence": "first generated position where the output differs from the reference's; -1 if identical",
+    "speedup": "tokens_per_s / the reference's tokens_per_s on the same prompt",
+}
+
+
+def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  gen_kwargs: dict[str, Any], latency: Callable[[float], float] | None = None,
+                  stats: bool = False) -> Timed:
+    """One timed generate call of `method` (timing.timed_generate). latency: the latency model of a method that
+    plans its steps (auto, or an adaptive config); stats: lade's per-row statistics too."""
+    lookahead = method.lookahead if method.kind == "lade" else None
+    plans = isinstance(lookahead, str) or bool(getattr(lookahead, "adaptive", False))
+    extra = {"lookahead_latency": latency} if latency is not None and plans else {}
+    return timed_generate(model, input_ids, attention_mask, lookahead,
+                          {**gen_kwargs, **method.generate_kwargs, **extra}, stats)
+
+
+def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method, new: torch.Tensor, wall: float,
+         timer: ForwardTimer, forward_s: float) -> dict[str, Any]:
+    """wall, forward_s: seconds of one generate call and of its forwards (means over the repeats)."""
+    n = int(new.numel())
+    return {
+        "prompt_set": prompt_set, "prompt_id": prompt_id, "prompt_format": prompt.format, "prompt_text": prompt.text,
+        "method": method.name, "config": method.config_label(), "prompt_tokens": prompt.input_ids.shape[1],
+        "new_tokens": n, "wall_s": wall, "tokens_per_s": n / wall,
+        "forward_calls": timer.calls, "compression": n / max(timer.calls, 1),
+        "step_tokens": timer.step_tokens, "single_token_steps": timer.single_token_steps, "forward_s": forward_s,
+        "host_share": max(0.0, 1.0 - forward_s / wall),
+    }
+
+
+def runs_headline_prompts(method: Method, headline: Sequence[str]) -> bool:
+    """Whether `method` also runs the headline prompts: a headline method, or the reference (plain decoding)."""
+    return method.kind == "greedy" or method.name in headline
+
+
+def run_benchmark(
+    model,
+    tokenizer,
+    prompt_sets: Sequence[str] = ("mt_bench", "humaneval"),
+    methods: Sequence[Method] = (),
+    max_new_tokens: int = 128,
+    n_prompts: int | Mapping[str, int] = 10,
+    ignore_eos: bool = False,
+    warmup: bool = True,
+    progress: bool = True,
+    prompt_format: str = "auto",
+    model_name: str | None = None,
+    repeats: int = 1,
+    headline: Collection[str] = (),
+    headline_prompts: int | Mapping[str, int] | None = None,
+    num_beams: int = 1,
+    split: str = "evaluation",
+    **provenance_params: Any,
+) -> pd.DataFrame:
+    """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
+
+    Plain greedy is added if missing (it is the reference); auto methods are resolved (latency measured or loaded
+    from the cache) before any timing, except under beam search, where lade resolves "auto" per call (the untimed
+    warm-up measures the latency). `ignore_eos=True` always generates `max_new_tokens`.
+    n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
+    (lab.harness.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
+    repeats: every method runs each prompt this many times (in a different rotation each time); a row's times are
+    the means over the repeats. headline / headline_prompts: the methods named in `headline` (with greedy, their
+    reference) also run the prompts after the first `n_prompts`, up to `headline_prompts` per set (one count or
+    {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
+    speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
+    that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. split: which
+    prompts of each set (lab.harness.splits; "tuning" for what tunes lade). Returns a DataFrame with ROW_COLUMNS;
+    provenance
+    in `df.attrs`.
+    """
+    # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
+    methods = _checked_methods(methods, headline, headline_prompts, num_beams)
+    counts, widest = _prompt_counts(prompt_sets, n_prompts, headline_prompts)
+    # beam search resolves "auto" itself (lade.beams prices each beam step), so it stays "auto:TASK" there
+    methods = [m.resolved(model) for m in methods] if num_beams == 1 else methods
+    measure_row_profiles(model, methods, [num_beams])  # one prompt's beams are a step's rows
+    gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens,
+                                  "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
+                                  "num_beams": num_beams}
+    if ignore_eos:
+        gen_kwargs["eos_token_id"] = None
+    # 2 encode every prompt once, on the model's device
+    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format, split)
+    # 3 warm up every method untimed
+    if warmup and prompts:
+        for method in methods:
+            time_generate(model, method, *prompts[0].ids, {**gen_kwargs, "max_new_tokens": min(16, max_new_tokens)})
+    # 4 per prompt: its methods in a rotating order, 5 each row paired with greedy's on the same prompt
+    name_or_path = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
+    per_prompt = [methods if p.all_methods else [m for m in methods if runs_headline_prompts(m, headline)]
+                  for p in prompts]
+    bar = progress_bar(total=sum(map(len, per_prompt)) * repeats, show=progress, desc="bench", unit="run")
+    rows: list[dict[str, Any]] = []
+    for i, (prompt, these) in enumerate(zip(prompts, per_prompt)):
+        runs = _rotated_runs(model, these, prompt, gen_kwargs, repeats, first=i, done=bar.update)
+        rows += [label | row for row in _paired_rows(prompt, these, runs, repeats)]
+    bar.close()
+    # 6 record: rows, provenance and summary
+    df = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    df.attrs["provenance"] = provenance(
+        model=name_or_path, model_name=label["model"], **model_record(model),
+        prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
+        headline=list(headline), headline_prompts=headline_prompts,
+        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats, num_beams=num_beams, split=split,
+        methods={m.name: m.config_label() for m in methods}, **provenance_params,
+    )
+    df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
+    return df
+
+
+def _checked_methods(methods: Sequence[Method], headline: Collection[str],
+                     headline_prompts: int | Mapping[str, int] | None, num_beams: int = 1) -> list[Method]:
+    """The reference first (plain greedy or plain beam search: every speedup's reference), then `methods`; names
+    unique, headline methods among them, every method able to run `num_beams` beams."""
+    if not isinstance(num_beams, int) or num_beams < 1:
+        raise ValueError(f"num_beams must be a positive integer, got {num_beams!r}")
+    if num_beams > 1 and (other := [m.name for m in methods if m.kind in ("prompt_lookup", "assisted")]):
+        raise ValueError(f"methods {other} do not run beam search: drop them from a run with num_beams={num_beams}")
+    methods = [Method.plain(num_beams)] + [m for m in methods if m.kind != "greedy"]
+    if len({m.name for m in methods}) != len(methods):
+        raise ValueError(f"method names must be unique, got {[m.name for m in methods]}")
+    if unknown := set(headline) - {m.name for m in methods}:
+        raise ValueError(f"headline methods {sorted(unknown)} are not among the methods {[m.name for m in methods]}")
+    if (headline_prompts is None) != (not headline):
+        raise ValueError("headline methods run headline_prompts prompts per set: give both (or neither), got headline="
+                         f"{list(headline)}, headline_prompts={headline_prompts}")
+    return methods
+
+
+def _prompt_counts(prompt_sets: Sequence[str], n_prompts: int | Mapping[str, int],
+                   headline_prompts: int | Mapping[str, int] | None) -> tuple[dict[str, int], dict[str, int]]:
+    """(prompts every method runs, prompts the headline methods run) per set."""
+    counts = _per_set(n_prompts, prompt_sets)
+    widest = counts if headline_prompts is None else _per_set(headline_prompts, prompt_sets)
+    if short := [name for name in prompt_sets if widest[name] < counts[name]]:
+        raise ValueError(f"headline_prompts must be at least n_prompts (sets {short}): it adds prompts to the "
+                         "headline methods")
+    return counts, widest
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    set_name: str
+    prompt_id: str
+    encoded: EncodedPrompt
+    ids: tuple[torch.Tensor, torch.Tensor]  # input ids, attention mask on the model's device: [1, T], [1, T]
+    all_methods: bool  # among the first n_prompts of its set (else only the headline methods and greedy run it)
+
+
+def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
+            prompt_format: str, split: str = "evaluation") -> list[_Prompt]:
+    device = next(model.parameters()).device
+    prompts = []
+    for name in prompt_sets:
+        for j, row in enumerate(load_prompts(name, widest[name], split=split)):
+            encoded = encode_prompt(tokenizer, row["prompt"], name, prompt_format)
+            ids = (encoded.input_ids.to(device), encoded.attention_mask.to(device))
+            prompts.append(_Prompt(name, str(row["id"]), encoded, ids, j < counts[name]))
+    return prompts
+
+
+def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dict[str, Any], repeats: int,
+                  first: int, done: Callable[[], Any]) -> dict[str, list[Timed]]:
+    """Each method `repeats` times on the prompt, the order rotated by `first` + repeat (no method always first):
+    method name -> its timed calls."""
+    runs: dict[str, list] = {m.name: [] for m in methods}
+    for rep in range(repeats):
+        for method in rotated(methods, first + rep):
+            runs[method.name].append(time_generate(model, method, *prompt.ids, gen_kwargs))
+            done()
+    return runs
+
+
+def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
+    """`methods` in the order of run number `turn`: rotated by `turn`, so that no method always runs first."""
+    shift = turn % len(methods)
+    return [*methods[shift:], *methods[:shift]]
+
+
+def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
+    """One row per method (times: means over the repeats), with its divergence from and speedup over the reference
+    (methods[0]: plain greedy or plain beam search)."""
+    outputs = {name: timed[0].new[0] for name, timed in runs.items()}
+    rows = []
+    for method in methods:
+        timed = runs[method.name]
+        wall = sum(t.wall for t in timed) / repeats
+        forward_s = sum(t.timer.seconds for t in timed) / repeats
+        rows.append(_row(prompt.set_name, prompt.prompt_id, prompt.encoded, method, outputs[method.name], wall,
+                         timed[-1].timer, forward_s))
+    reference = rows[0]
+    for row in rows:
+        row["first_divergence"] = first_divergence(outputs[row["method"]], outputs[reference["method"]])
+        row["matches_greedy"] = row["first_divergence"] == -1
+        row["speedup"] = row["tokens_per_s"] / reference["tokens_per_s"]
+    return rows
+
+
+def _per_set(count: int | Mapping[str, int], prompt_sets: Sequence[str]) -> dict[str, int]:
+    """One prompt count for every set, or {set: count} (every set named)."""
+    if not isinstance(count, Mapping):
+        return {name: count for name in prompt_sets}
+    if missing := [name for name in prompt_sets if name not in count]:
+        raise ValueError(f"prompt counts {dict(count)} name no count for the sets {missing}")
+    return dict(count)
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (prompt_set, method), in order of appearance: speedup over plain greedy (ratio of total times) and
+    compression (token-weighted) with 95% bootstrap intervals over prompts (lab.harness.stats), and totals-based
+    tokens/s, tokens fed per step, share of one-token steps, host share, share of outputs identical to greedy."""
+    out = summarize_runs(df, reference=reference_method(df["method"]))
+    steps = (df["forward_calls"] - 1).clip(lower=0)  # forwards after the prefill
+    totals = df.assign(fed=df["step_tokens"] * steps, steps=steps, single=df["single_token_steps"] * steps).groupby(
+        ["prompt_set", "method"], sort=False).agg(
+        config=("config", "first"), new_tokens=("new_tokens", "sum"), wall_s=("wall_s", "sum"),
+        forward_s=("forward_s", "sum"), fed=("fed", "sum"), steps=("steps", "sum"), single=("single", "sum"),
+        matches_greedy=("matches_greedy", "mean"))
+    extra = pd.DataFrame({
+        "config": totals["config"], "tokens_per_s": totals["new_tokens"] / totals["wall_s"],
+        "step_tokens": totals["fed"] / totals["steps"].clip(lower=1),
+        "single_token_steps": totals["single"] / totals["steps"].clip(lower=1),
+        "host_share": 1.0 - totals["forward_s"] / totals["wall_s"], "matches_greedy": totals["matches_greedy"],
+    }).reset_index()
+    out = out.merge(extra, on=["prompt_set", "method"], how="left")
+    first = ["prompt_set", "method", "config", "prompts"]
+    return out[first + [c for c in out.columns if c not in first]]
+
+
+def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(prog="python -m lab.harness.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="embedded", help="'embedded', a local model folder or a Hub id")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--sets", default="mt_bench,humaneval", help="comma-separated prompt sets")
+    parser.add_argument("--n", type=int, default=10, help="prompts per set")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--methods", default="greedy,auto,pld",
+                        help="comma-separated: greedy, auto, auto:chat, auto:code, pld, pld:K")
+    parser.add_argument("--config", action="append", default=[], metavar="N,W,G[,C,M]",
+                        help="a fixed lookahead config: N,W,G or N,W,G,C,M with pool capacity and match tokens "
+                             "(repeatable)")
+    parser.add_argument("--prompt-format", default="auto", help="chat, raw, auto (chat if the tokenizer has a "
+                        "template) or reference (as the reference implementation's evaluation scripts)")
+    parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
+    parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (times averaged)")
+    parser.add_argument("--headline", default="", help="comma-separated method names (e.g. lade-auto) that also run "
+                        "the prompts after the first --n, up to --headline-n per set")
+    parser.add_argument("--headline-n", type=int, default=None, help="prompts per set of the --headline methods")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (1 is far steadier on a machine shared with other jobs)")
+    parser.add_argument("--num-beams", type=int, default=1, help="beams of every method (> 1: beam search, paired "
+                        "with plain beam search, named beam(k), instead of plain greedy)")
+    parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl or .csv)")
+    args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+
+    from lab.harness.models import load_model
+
+    model, tokenizer = load_model(args.model, device=args.device, dtype=args.dtype)
+    methods = [Method.parse(s) for s in args.methods.split(",") if s.strip()]
+    methods += [Method.from_key(parse_config(c)) for c in args.config]
+    df = run_benchmark(model, tokenizer, args.sets.split(","), methods, args.max_new_tokens, args.n,
+                       ignore_eos=args.ignore_eos, warmup=not args.no_warmup, prompt_format=args.prompt_format,
+                       repeats=args.repeats, headline=[h for h in args.headline.split(",") if h.strip()],
+                       headline_prompts=args.headline_n, num_beams=args.num_beams, model_arg=args.model,
+                       threads=torch.get_num_threads())
+    report(summarize(df), df, args.out)
+    return df
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+"""Above the studies: the study registry (built by importing them), experiment specs, --plan, run orchestration,
+README generation and publishing."""

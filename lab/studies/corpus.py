@@ -1,0 +1,66 @@
+"""Notebook 10: lade auto with a corpus of earlier requests against greedy, on Spec-Bench tasks and two-turn
+MT-Bench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.harness.bench import ROW_COLUMNS
+from lab.harness.intro import run_intro
+from lab.harness.results import load_results
+from lab.harness.runs import SpecModel
+from lab.harness.splits import TUNING_SIZE
+from lab.harness.workload import Params, Study, Work
+from lab.studies.corpus_bench import CORPUS_COLUMNS, FILL_BATCH, corpus_summary, run_corpus_benchmark
+from lab.studies.figures_run import corpus_plot
+from lab.studies.findings import corpus as findings
+
+# what notebook 10 calls
+__all__ = ["STUDY", "corpus_plot", "corpus_summary", "findings", "intro", "run_corpus_benchmark"]
+
+SPEC_BENCH_QUESTIONS = 80 - TUNING_SIZE  # questions of each Spec-Bench task a notebook may use (lab.harness.splits)
+
+
+def estimate(p: Params, entry: SpecModel) -> list[Work]:
+    """Per task: the corpus's earlier requests decoded once (plain greedy, FILL_BATCH at a time), then greedy, lade auto
+    and lade auto with each corpus size on the measured questions; two-turn MT-Bench: turn 1 decoded (as the
+    corpus's), then turn 2 by greedy and both autos."""
+    tokens, n, largest = p["max_new_tokens"], p["n_prompts"], max(p["corpus_sizes"])
+    work = []
+    for task in p["tasks"]:
+        ds = f"spec_bench:{task}"
+        filled = min(largest, SPEC_BENCH_QUESTIONS - n)
+        work.append(
+            Work(
+                ds, "plain batched greedy (filling the corpus)", None, -(-filled // FILL_BATCH), tokens, rows=FILL_BATCH
+            )
+        )
+        names = ["greedy"] + [f"lade-auto+corpus({size})" if size else "lade-auto" for size in p["corpus_sizes"]]
+        work += [Work(ds, name, None, n, tokens) for name in names]
+    two = p["two_turn_prompts"]
+    turn1 = Work(
+        "mt_bench_two_turns", "plain batched greedy (turn 1)", None, -(-two // FILL_BATCH), tokens, rows=FILL_BATCH
+    )
+    return (
+        work
+        + [turn1]
+        + [
+            Work("mt_bench_two_turns", method, None, two, tokens)
+            for method in ("greedy", "lade-auto", "lade-auto+corpus")
+        ]
+    )
+
+
+STUDY = Study(
+    "10_corpus",
+    {"corpus.jsonl": (*ROW_COLUMNS, *CORPUS_COLUMNS)},
+    ("10_corpus",),
+    estimate,
+    ("n_prompts", "max_new_tokens", "tasks", "corpus_sizes", "two_turn_prompts"),
+)
+
+
+def intro(path: Path) -> str:
+    """Notebook 10: the methods, tasks, counts and corpus sizes (earlier requests per task) its results file holds."""
+    sizes = load_results(path).attrs["provenance"]["params"]["sizes"]
+    return run_intro(path, [("corpus sizes", sorted(sizes))])

@@ -1,0 +1,108 @@
+"""Tiny random models of every generative model type transformers ships, built from each type's default config
+with small dimensions (as transformers' own model testers size theirs), for lab.studies.architecture_sweep.
+
+A type is listed from transformers' auto mappings (causal LM, causal image modeling, seq2seq LM, image-text-to-text,
+multimodal LM, text to waveform or spectrogram); its model class is the first of those that names it. Building it
+can fail (a package it needs is missing, its config cannot be made small this way): `build` raises NotBuildable with
+the reason.
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers
+from transformers import CONFIG_MAPPING, PretrainedConfig
+from transformers.models.auto import modeling_auto
+
+MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_CAUSAL_IMAGE_MODELING_MAPPING_NAMES",
+            "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+            "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES",
+            "MODEL_FOR_TEXT_TO_SPECTROGRAM_MAPPING_NAMES")
+HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 32, 64, 2, 4, 2, 8
+SIZES = {  # config field -> tiny value, set wherever a config (or one of its sub-configs) has the field
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "embed_dim", "dim", "hidden_dim", "n_embed"), HIDDEN),
+    **dict.fromkeys(("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff",
+                     "ffn_hidden_size"), FFN),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers",
+                     "layers", "num_decoder_layers", "depth"), LAYERS),
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads",
+                     "decoder_attention_heads", "attention_heads"), HEADS),
+    **dict.fromkeys(("num_key_value_heads", "n_head_kv", "num_kv_heads"), KV_HEADS),
+    "head_dim": HEAD_DIM, "moe_intermediate_size": FFN, "shared_expert_intermediate_size": FFN,
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), 4),
+    "num_experts_per_tok": 2, "first_k_dense_replace": 1, "vocab_size": 99, "rotary_dim": 4,
+    **dict.fromkeys(("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), HEAD_DIM),  # multi-head latent attention
+    **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), 16), **dict.fromkeys(("n_group", "topk_group"), 1),
+}
+KEEP_SUB_CONFIGS = {"codec_config"}  # audio codecs whose convolutions need their own sizes (CSM's Mimi)
+SPECIAL_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 0}
+
+
+def generative_types() -> dict[str, str]:
+    """model type -> the class name plain `generate` runs for it (the first mapping that names the type)."""
+    types: dict[str, str] = {}
+    for name in MAPPINGS:
+        for model_type, class_name in getattr(modeling_auto, name, {}).items():
+            types.setdefault(model_type, class_name if isinstance(class_name, str) else class_name[0])
+    return dict(sorted(types.items()))
+
+
+class NotBuildable(Exception):
+    """A model type the sweep cannot build without extra packages or inputs (the message says why)."""
+
+
+def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
+    """A copy of `config` (and of each sub-config) with SIZES set where it has the fields; no dropout."""
+    fields = {**{key: value for key, value in SIZES.items() if hasattr(config, key)
+                 and isinstance(getattr(config, key), int) and not isinstance(getattr(config, key), bool)},
+              **{key: 0.0 for key in vars(config) if key.endswith("dropout") or key.endswith("pdrop")},
+              **{key: value for key, value in SPECIAL_IDS.items() if hasattr(config, key)
+                 and (getattr(config, key) is None or isinstance(getattr(config, key), int))}}
+    fields.pop("head_dim", None) if isinstance(getattr(type(config), "head_dim", None), property) else None
+    if config.model_type == "gpt_neo":  # its attention_types list must cover num_layers
+        fields["attention_types"] = [[["global", "local"], LAYERS // 2]]
+        fields["attention_layers"] = ["global", "local"] * (LAYERS // 2)
+    if config.is_encoder_decoder:
+        fields["decoder_start_token_id"] = 0
+    for key in getattr(config, "sub_configs", {}):
+        sub = getattr(config, key, None)
+        if isinstance(sub, PretrainedConfig) and key not in KEEP_SUB_CONFIGS:
+            fields[key] = tiny_config(sub)
+    for key in [key for key in vars(config) if key.endswith("layer_types")]:  # one entry per layer
+        kinds = getattr(config, key)
+        if isinstance(kinds, list) and kinds:  # every distinct kind first (hybrid models keep an attention layer)
+            fields[key] = (list(dict.fromkeys(kinds)) + kinds * LAYERS)[:LAYERS]
+    if "head_dim" in vars(config) and config.head_dim is None:
+        fields["head_dim"] = HEAD_DIM  # left None, some models (Ministral) fail rather than derive it
+    if "kv_lora_rank" in vars(config) and "num_key_value_heads" in fields:  # latent attention: a key head per query
+        fields["num_key_value_heads"] = HEADS
+    if "d_head" in vars(config):
+        fields["d_head"] = HIDDEN // HEADS
+    values = {**config.to_dict(), **fields}
+    values.pop("model_type", None)
+    values.pop("transformers_version", None)
+    return type(config)(**values)
+
+
+def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
+    """A tiny random model of `model_type` (its class `class_name`) in eval mode; NotBuildable with the reason."""
+    cls = getattr(transformers, class_name, None)
+    if cls is None:
+        raise NotBuildable(f"transformers exports no {class_name}")
+    try:
+        config = tiny_config(CONFIG_MAPPING[model_type]())
+        torch.manual_seed(seed)
+        model = cls(config).eval()
+    except ImportError as error:
+        raise NotBuildable(f"needs an extra package: {error}".splitlines()[0][:300]) from error
+    except Exception as error:  # noqa: BLE001 - any failure to build is recorded with its reason
+        cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise NotBuildable(f"cannot be built at tiny size: {type(error).__name__}: {cause}"[:300]) from error
+    return model
+
+
+def prompt_vocab(model) -> int:
+    """Ids below this bound are plain text tokens of the model (its text vocabulary, at most 100)."""
+    from lade.vocabulary import input_vocab
+
+    return max(4, min(100, input_vocab(model)))
