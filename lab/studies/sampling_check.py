@@ -25,7 +25,6 @@ writes one row per sample (SAMPLE_COLUMNS) with its provenance, and prints the t
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -50,7 +49,6 @@ PILOT, REFERENCE, CONTROL, BIASED = "pilot", "plain", "plain control", "biased"
 TESTED = (CONTROL, "lade", "lade auto")  # the samplers each test compares with the reference, in this order
 ALPHA = 0.01  # the whole check's false-rejection rate for correct samplers (Bonferroni within each family)
 MIN_PILOT = 5  # a continuation (a token, for the marginals) gets its own bin when the pilot drew it this often
-BIASED_STRATEGY = "tests.distribution:BiasedStrategy"  # the deviation below, shared with tests/core/test_sampling.py
 BIASED_DEVIATION = ("a verifier that samples every candidate path independently and keeps the longest match, "
                     "instead of the multi-candidate rule's one draw chain per node")
 
@@ -114,14 +112,14 @@ def _draw(model, ids: torch.Tensor, mask: torch.Tensor, lookahead, gen: dict, n:
 
 
 def sample_check(model, tokenizer, size: Size, settings: tuple[Setting, ...] | None = None, config: str = CONFIG,
-                 seed: int = 0, biased: str | None = None, auto: bool = True, progress: bool = True,
+                 seed: int = 0, biased: type | None = None, auto: bool = True, progress: bool = True,
                  **provenance_params) -> pd.DataFrame:
-    """Draw every sampler's continuations (module docstring) -> one row per sample (SAMPLE_COLUMNS). biased: the
-    import path 'module:name' of a lade strategy class with a biased verifier (BIASED_STRATEGY), or None. auto:
+    """Draw every sampler's continuations (module docstring) -> one row per sample (SAMPLE_COLUMNS). biased: a lade
+    strategy class with a biased verifier (tests.distribution.BiasedStrategy: BIASED_DEVIATION), or None. auto:
     whether "lade auto" runs. tokenizer: None where every setting's prompt is token ids. settings: None, the size's."""
     settings = SETTINGS[: size.settings] if settings is None else settings
     lookahead = LookaheadConfig.from_label(config)
-    strategy = _load(biased) if biased else None
+    strategy = biased
     pad = tokenizer.pad_token_id if tokenizer is not None else model.generation_config.pad_token_id
     rows = []
     for s_index, setting in enumerate(settings):
@@ -145,14 +143,10 @@ def sample_check(model, tokenizer, size: Size, settings: tuple[Setting, ...] | N
     df = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), **model_record(model), size=asdict(size), config=config,
-        settings=[asdict(s) for s in settings], seed=seed, biased=biased, biased_deviation=BIASED_DEVIATION,
+        settings=[asdict(s) for s in settings], seed=seed,
+        biased=f"{biased.__module__}:{biased.__qualname__}" if biased else None, biased_deviation=BIASED_DEVIATION,
         alpha=ALPHA, min_pilot=MIN_PILOT, **provenance_params)
     return df
-
-
-def _load(path: str):
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def pilot_bins(pilot: list[str], min_count: int = MIN_PILOT) -> dict[str, int]:
@@ -310,7 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--config", default=CONFIG, help="the fixed lookahead config N,W,G")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--biased", default=BIASED_STRATEGY, help="'module:name' of the biased strategy ('' : none)")
+    parser.add_argument("--no-biased", action="store_true", help="skip the power runs (the biased verifier of "
+                        "tests/distribution.py, which needs the checkout on the path)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = parser.parse_args(argv)
     from lab.harness.models import load_model
@@ -318,9 +313,11 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if not args.no_biased:
+        from tests.distribution import BiasedStrategy  # the deviation, shared with tests/core/test_sampling.py
     model, tokenizer = load_model(args.model)
     samples = sample_check(model, tokenizer, SIZES[args.size], config=args.config, seed=args.seed,
-                           biased=args.biased or None, model_arg=args.model, size_name=args.size)
+                           biased=None if args.no_biased else BiasedStrategy, model_arg=args.model, size_name=args.size)
     print(f"wrote {save_results(samples, args.out)}")
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 4):
         for table in (joint_tests(samples), marginal_tests(samples), power(samples)):

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from distribution import BiasedStrategy
 from lab.harness.results import load_results
 from lab.studies import sampling_check as sc
 from tiny_models import char_tokenizer, drafts_often_accepted, tiny_model
@@ -23,7 +24,7 @@ def samples():
     model, ids = drafts_often_accepted(12)
     setting = sc.Setting("tiny, T=0.7", tuple(ids[0].tolist()), 0.7)
     return sc.sample_check(model, None, sc.Size(POWER_N, TOKENS, 1, 250), (setting,), config="3,3,4",
-                           biased="distribution:BiasedStrategy", auto=False, progress=False)
+                           biased=BiasedStrategy, auto=False, progress=False)
 
 
 def test_correct_samplers_pass_and_the_biased_verifier_is_rejected(samples):
@@ -82,7 +83,7 @@ def test_cli_writes_rows_with_provenance(tmp_path, monkeypatch):
     char_tokenizer().save_pretrained(folder)
     monkeypatch.setenv("LADE_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "check.jsonl"
-    sc.main(["--out", str(out), "--model", str(folder), "--size", "quick", "--biased", "", "--threads", "1"])
+    sc.main(["--out", str(out), "--model", str(folder), "--size", "quick", "--no-biased", "--threads", "1"])
     rows = load_results(out)
     assert list(rows.columns) == list(sc.SAMPLE_COLUMNS)
     assert set(rows["sampler"]) == {sc.PILOT, sc.REFERENCE, sc.CONTROL, "lade", "lade auto"}
