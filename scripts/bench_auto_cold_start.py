@@ -8,11 +8,9 @@ The model is the embedded one (float32, linear layers packed, as the lab benchma
 prompts are MT-Bench first turns that no notebook evaluates (`hidden_prompts`: past the first 16 questions, none of
 the two-turn set or the tuning split). Per batch size R (the first R prompts, left-padded), in this order: "auto"
 (its first call at R), plain greedy, "auto" again, plain greedy again; EOS is ignored so every call decodes
-`--tokens` per row. One row per
-call: wall seconds, whether its rows equal plain greedy's, whether "auto" handed the batch to transformers' loop.
-The provenance (lab.harness.provenance) is written beside the rows; the printed ratios are plain seconds (mean of
-its two
-calls) over each "auto" call's.
+`--tokens` per row. One row per call: wall seconds, whether its rows equal plain greedy's, whether "auto" handed
+the batch to transformers' loop. The provenance (lab.harness.provenance) is written beside the rows; the printed
+ratios are plain seconds (mean of its two calls) over each "auto" call's.
 """
 
 from __future__ import annotations
@@ -32,10 +30,11 @@ from lab.harness.models import load_model
 from lab.harness.paths import REPO
 from lab.harness.provenance import provenance
 from lab.harness.results import save_results
+from lab.harness.splits import TUNING
 
 OUT = REPO / "data" / "results" / "experiments" / "auto_cold_start" / "cold_start.jsonl"
 NOTEBOOK_QUESTIONS = 16  # the notebooks run at most the first 12 MT-Bench questions: these are left out
-TUNING_IDS = set(range(153, 161))  # the last 8 questions, which lade's priors are measured on (lab/splits.py)
+TUNING_IDS = {int(i) for i in TUNING["mt_bench"]}  # the questions lade's priors are measured on
 
 
 def hidden_prompts(count: int) -> list[tuple[int, str]]:

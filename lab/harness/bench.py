@@ -134,8 +134,7 @@ def run_benchmark(
     speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
     that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. split: which
     prompts of each set (lab.harness.splits; "tuning" for what tunes lade). Returns a DataFrame with ROW_COLUMNS;
-    provenance
-    in `df.attrs`.
+    provenance in `df.attrs`.
     """
     # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
     methods = _checked_methods(methods, headline, headline_prompts, num_beams)

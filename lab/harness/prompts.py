@@ -8,8 +8,8 @@ Frozen in this repository (data/prompts/, see its MANIFEST.json), read offline:
 - "spec_bench": Spec-Bench's 480 questions; `prompt` is the first turn, plus `category` (13 categories), `task`
   (Spec-Bench's six tasks, SPEC_BENCH_TASKS) and `turns`. `load_prompts("spec_bench", category=...)` or
   `load_prompts("spec_bench:summarization")` takes one category or task.
-Each frozen set's last prompts are the tuning split (lab.harness.splits): load_prompts leaves them out unless
-split= asks.
+Each frozen set's last prompts are the tuning split (lab.harness.splits): load_prompts leaves them out unless split=
+asks.
 Not shipped by any registry package, so taken from a local file (`path=`) or the Hugging Face Hub:
 "cnn_dailymail", "xsum", "classeval".
 """

@@ -5,9 +5,8 @@ Each frozen set keeps its last TUNING_SIZE prompts for tuning (Spec-Bench: the l
 its six tasks; its MT-Bench task holds the same questions, with the same ids, as MT-Bench). The notebooks take a set's
 first n prompts and notebook 10's corpora the questions after them, so the end of a set is what they can leave alone:
 lab.harness.prompts.load_prompts serves the other prompts ("evaluation", its default) and refuses a count that
-would reach
-into the tuning ones. scripts/cost_prior.py and scripts/acceptance_prior.py measure on split="tuning" and record the
-(set, id) pairs they used (TUNED_ON in the lade files they write, prompt ids in their results files).
+would reach into the tuning ones. scripts/cost_prior.py and scripts/acceptance_prior.py measure on split="tuning" and
+record the (set, id) pairs they used (TUNED_ON in the lade files they write, prompt ids in their results files).
 """
 
 from __future__ import annotations
@@ -42,6 +41,6 @@ def select_split(data: Dataset, name: str, n: int | None, split: str) -> Dataset
     held = len(ids) - len(keep)
     if split == "evaluation" and n is not None and n > len(keep) and held:
         raise ValueError(f"load_prompts({name!r}, n={n}): {name} has {len(keep)} evaluation prompts; its other {held} "
-                         "are the tuning split that lade's priors are measured on (lab/splits.py), which no "
+                         "are the tuning split that lade's priors are measured on (lab/harness/splits.py), which no "
                          f"evaluation may use. Ask for at most {len(keep)} (e.g. n_prompts: {len(keep)} in the spec).")
     return data.select(keep[:n] if n is not None else keep)

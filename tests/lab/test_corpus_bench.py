@@ -30,8 +30,7 @@ def test_rows_follow_the_schema_and_are_exact(saved):
     """Every row has the corpus schema's columns and reproduces greedy; the Spec-Bench task measures its first two
     questions with greedy, auto and auto with 3 and 70 earlier requests (200 clipped to the 72 - 2 other questions
     outside the tuning split, lab.harness.splits); the two-turn set measures turn 2 with the corpus of both
-    conversations'
-    first turns."""
+    conversations' first turns."""
     rows = load_results(saved)
     assert set(RESULT_SCHEMAS["corpus.jsonl"]) <= set(rows.columns)
     assert rows["matches_greedy"].all()

@@ -1,8 +1,7 @@
 """Tuning and evaluation apart: what steers lade's "auto" (the compression prior lade/cost_prior.py, the acceptance
 prior lade/drafters/acceptance_prior.py, and the results files they are generated from) was measured on the tuning
 split (lab.harness.splits), and no notebook evaluates a tuning prompt under any experiment spec
-(data/experiments/*.yaml),
-corpus prompts and two-turn conversations included."""
+(data/experiments/*.yaml), corpus prompts and two-turn conversations included."""
 
 from functools import cache
 from pathlib import Path
