@@ -2,8 +2,8 @@
 its source in notebooks/, outputs kept, with what changes from run to run without changing what it shows removed
 (papermill's and the kernel's timestamps and durations, its input and output paths, progress bars, the checkout's
 absolute path; the staged folders it ran on, lab.pipeline.staging, named as the real ones), and stamped with the
-commit of the results it shows, so a reader opening it in Jupyter sees the run that produced the committed results and a test can
-check that they belong together.
+commit of the results it shows, so a reader opening it in Jupyter sees the run that produced the committed results
+and a test can check that they belong together.
 
     python -m lab.pipeline.publish build/notebooks NAME [NAME ...]
 """

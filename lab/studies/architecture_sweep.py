@@ -26,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from lab.harness.paths import REPO
+
 RESULTS = REPO / "data/results/experiments/architectures/sweep.jsonl"
 DOC = REPO / "docs/architectures.md"
 NEW_TOKENS, PROMPT_LENGTH, NEAR_TIE = 20, 16, 1e-3

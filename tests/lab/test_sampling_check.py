@@ -1,6 +1,6 @@
 """lab.studies.sampling_check: the joint losslessness test passes lade and a plain control, rejects a deliberately
-biased verifier at a stated sample size, fixes its bins from the pilot alone, holds its stated false-rejection rate, and its
-CLI writes the rows with provenance."""
+biased verifier at a stated sample size, fixes its bins from the pilot alone, holds its stated false-rejection rate,
+and its CLI writes the rows with provenance."""
 
 import json
 
