@@ -36,6 +36,8 @@ POSITIONS_REFUSED = {  # model type -> why its forward cannot place a step's tok
            "cannot reach its attention",
     "blt": "BLT groups its bytes into patches inside each forward (entropy patching of the forward's own input), so "
            "a step's drafts would be patched unlike plain decoding's one token per forward",
+    "reformer": "Reformer's LSH and local attention sort and chunk the sequence and mask by key index, so lade's "
+                "4-D tree mask cannot reach its attention",
     "kosmos-2.5": "its generate drops position_ids and its text model recomputes positions from padding_idx and the "
                   "token ids",
 }

@@ -74,6 +74,12 @@ def kosmos_2_5():
                  transformers.Kosmos2_5Config(text_config=text, vision_config=vision, latent_query_num=4))
 
 
+def reformer():
+    return built(transformers.ReformerModelWithLMHead, transformers.ReformerConfig(
+        vocab_size=99, hidden_size=32, attention_head_size=8, num_attention_heads=4, feed_forward_size=64,
+        attn_layers=["local", "lsh"], axial_pos_embds=False, is_decoder=True, max_position_embeddings=512))
+
+
 def openai_gpt():
     return built(transformers.OpenAIGPTLMHeadModel, transformers.OpenAIGPTConfig(
         vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=512))
@@ -142,7 +148,8 @@ def test_mistral_below_its_sliding_window_is_exact(beams):
 @pytest.mark.parametrize("model, words", [(imagegpt, "'imagegpt'.*flattens the attention mask"),
                                           (kosmos_2_5, "'kosmos-2.5'.*drops position_ids"),
                                           (openai_gpt, "'openai-gpt'.*only a 2-D padding mask"),
-                                          (xlm, "'xlm'.*own causal mask")])
+                                          (xlm, "'xlm'.*own causal mask"),
+                                          (reformer, "'reformer'.*LSH and local attention")])
 def test_models_that_cannot_place_a_steps_tokens_are_refused(model, words):
     model = model()
     count = forwards(model)
