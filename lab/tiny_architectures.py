@@ -86,7 +86,9 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         if isinstance(kinds, list) and kinds and (key.endswith("layer_types") or len(kinds) == layers > LAYERS):
             distinct = list(dict.fromkeys(map(repr, kinds)))  # every distinct kind first (hybrids keep attention)
             fields[key] = ([kinds[[repr(k) for k in kinds].index(d)] for d in distinct] + kinds * LAYERS)[:LAYERS]
-    if "head_dim" in vars(config) and config.head_dim is None:
+    if "per_layer_config" in config.to_dict():
+        fields["per_layer_config"] = {}  # per-layer sizes (Gemma 4's global head_dim, ...) made uniform
+    if "head_dim" in vars(config) and vars(config)["head_dim"] is None:
         fields["head_dim"] = HEAD_DIM  # left None, some models (Ministral) fail rather than derive it
     if "kv_lora_rank" in vars(config) and "num_key_value_heads" in fields:  # latent attention: a key head per query
         fields["num_key_value_heads"] = HEADS

@@ -17,8 +17,9 @@ OVERRIDES: dict[str, dict] = {
                   layers_block_type=["mamba", "hybrid"] * 2),
     "step3p7": dict(sliding_window=4096), "musicgen_decoder": dict(num_codebooks=1),
     "musicgen_melody_decoder": dict(num_codebooks=1), "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
-    "hrm_text": dict(num_layers_per_stack=1),
     "zaya": dict(num_experts_per_tok=1), "reformer": dict(is_decoder=True, axial_pos_embds=False),
+    "dots3_note_text": dict(head_dim=16),
+    "diffusion_gemma_text": dict(num_experts=4, top_k_experts=2, moe_intermediate_size=64),
     "mistral4": dict(head_dim=16), "longcat_flash": dict(head_dim=8, qk_head_dim=16),
 }
 
