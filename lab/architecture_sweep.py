@@ -63,6 +63,8 @@ def first_difference(expected: torch.Tensor, got: torch.Tensor, start: int) -> i
     """Index of the first new token where the two [1, S] sequences differ (None if they are equal)."""
     if got.shape == expected.shape and torch.equal(got, expected):
         return None
+    if got.shape[2:] != expected.shape[2:]:  # per-token codes of another shape (audio codebooks): differs at once
+        return 0
     width = min(got.shape[1], expected.shape[1])
     differ = (got[0, :width] != expected[0, :width]).nonzero()
     return (int(differ[0]) if len(differ) else width) - start

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.generation.configuration_utils import GenerationMode
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
@@ -68,6 +68,10 @@ def check_model(model) -> None:
     if any(p.device.type == "meta" for p in model.parameters()):
         raise ValueError(f"the {model_type} model's weights are on the meta device (not loaded): load real weights "
                          "(from_pretrained without an empty-weights context) before decoding")
+    if getattr(type(model), "_sample", GenerationMixin._sample) is not GenerationMixin._sample:
+        raise ValueError(f"model type '{model_type}': {type(model).__name__} replaces transformers' decoding loop "
+                         "(`_sample`) with its own (CSM, Higgs Audio: several audio codes per step), which a lookahead "
+                         "step cannot reproduce; decode it with plain generate")
     if is_recurrent(model):
         raise ValueError(
             f"model type '{model_type}' keeps a recurrent state (Mamba, RWKV or linear-attention layers): a lookahead "

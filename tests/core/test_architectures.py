@@ -203,3 +203,17 @@ def test_blt_is_refused_for_its_in_forward_patching():
 
     with pytest.raises(ValueError, match="'blt'.*patches inside each forward.*plain generate"):
         check_model(blt())
+
+
+def test_a_model_with_its_own_decoding_loop_is_refused_before_any_forward():
+    """CSM and Higgs Audio replace `_sample` (audio codes per step): plain generate's tokens are not lade's to make."""
+
+    class OwnLoop(transformers.LlamaForCausalLM):
+        def _sample(self, *args, **kwargs):
+            return super()._sample(*args, **kwargs)
+
+    model = built(OwnLoop, transformers.LlamaConfig(vocab_size=99, **SMALL))
+    count = forwards(model)
+    with pytest.raises(ValueError, match="replaces transformers' decoding loop.*plain generate"):
+        lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
+    assert count[0] == 0
