@@ -63,15 +63,25 @@ OTHER_MODES = {  # what to change to get greedy, sampled or beam-search decoding
 }
 
 
+def check_token_generation(model) -> None:
+    """Refuse a model whose generate is not transformers' token-by-token loop (before anything reads its config)."""
+    model_type = model.config.model_type
+    if not isinstance(model, GenerationMixin):
+        raise ValueError(f"model type '{model_type}': {type(model).__name__}'s generate is not transformers' "
+                         "token-by-token decoding (GenerationMixin; DiffusionGemma decodes blocks by diffusion), so "
+                         "lookahead decoding does not apply; decode it with its own generate")
+    if getattr(type(model), "_sample", GenerationMixin._sample) is not GenerationMixin._sample:
+        raise ValueError(f"model type '{model_type}': {type(model).__name__} replaces transformers' decoding loop "
+                         "(`_sample`) with its own (CSM, Higgs Audio: several audio codes per step), which a lookahead "
+                         "step cannot reproduce; decode it with plain generate")
+
+
 def check_model(model) -> None:
     model_type = model.config.model_type
     if any(p.device.type == "meta" for p in model.parameters()):
         raise ValueError(f"the {model_type} model's weights are on the meta device (not loaded): load real weights "
                          "(from_pretrained without an empty-weights context) before decoding")
-    if getattr(type(model), "_sample", GenerationMixin._sample) is not GenerationMixin._sample:
-        raise ValueError(f"model type '{model_type}': {type(model).__name__} replaces transformers' decoding loop "
-                         "(`_sample`) with its own (CSM, Higgs Audio: several audio codes per step), which a lookahead "
-                         "step cannot reproduce; decode it with plain generate")
+    check_token_generation(model)
     if is_recurrent(model):
         raise ValueError(
             f"model type '{model_type}' keeps a recurrent state (Mamba, RWKV or linear-attention layers): a lookahead "

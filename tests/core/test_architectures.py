@@ -206,14 +206,25 @@ def test_blt_is_refused_for_its_in_forward_patching():
 
 
 def test_a_model_with_its_own_decoding_loop_is_refused_before_any_forward():
-    """CSM and Higgs Audio replace `_sample` (audio codes per step): plain generate's tokens are not lade's to make."""
+    """CSM and Higgs Audio replace `_sample` (audio codes per step), DiffusionGemma is no GenerationMixin: their
+    generate is not the token-by-token loop lookahead steps reproduce."""
 
     class OwnLoop(transformers.LlamaForCausalLM):
         def _sample(self, *args, **kwargs):
             return super()._sample(*args, **kwargs)
 
-    model = built(OwnLoop, transformers.LlamaConfig(vocab_size=99, **SMALL))
-    count = forwards(model)
-    with pytest.raises(ValueError, match="replaces transformers' decoding loop.*plain generate"):
-        lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
-    assert count[0] == 0
+    class Diffusion(transformers.LlamaPreTrainedModel):  # not a GenerationMixin (DiffusionGemma decodes blocks)
+        def __init__(self, config):
+            super().__init__(config)
+            self.model = transformers.LlamaModel(config)
+
+        def forward(self, input_ids=None, position_ids=None, **kwargs):
+            return self.model(input_ids, position_ids=position_ids, **kwargs)
+
+    for cls, words in ((OwnLoop, "replaces transformers' decoding loop.*plain generate"),
+                       (Diffusion, "not transformers' token-by-token decoding.*its own generate")):
+        model = built(cls, transformers.LlamaConfig(vocab_size=99, **SMALL))
+        count = forwards(model)
+        with pytest.raises(ValueError, match=words):
+            lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
+        assert count[0] == 0
