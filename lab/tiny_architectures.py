@@ -83,7 +83,8 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
             fields[key] = tiny_config(sub)
     layers = next((getattr(config, key) for key in LAYER_COUNTS if isinstance(getattr(config, key, None), int)), 0)
     for key, kinds in vars(config).items():  # per-layer lists: one entry per tiny layer
-        if isinstance(kinds, list) and kinds and (key.endswith("layer_types") or len(kinds) == layers > LAYERS):
+        if isinstance(kinds, list) and kinds and (key.endswith("layer_types") or len(kinds) == layers > LAYERS
+                                                  and len(set(map(repr, kinds))) <= LAYERS):  # else kept whole
             distinct = list(dict.fromkeys(map(repr, kinds)))  # every distinct kind first (hybrids keep attention)
             fields[key] = ([kinds[[repr(k) for k in kinds].index(d)] for d in distinct] + kinds * LAYERS)[:LAYERS]
     if "per_layer_config" in config.to_dict():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 MAMBA = dict(mamba_n_heads=4, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=16, mamba_n_groups=1)
 OVERRIDES: dict[str, dict] = {
-    "granitemoehybrid": MAMBA,
+    "granitemoehybrid": dict(MAMBA, layer_types=["linear_attention", "full_attention"]),
     "mamba2": dict(num_heads=4, head_dim=16, n_groups=1, state_size=16, chunk_size=16),
     "jamba": dict(attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1),
     "recurrent_gemma": dict(block_types=["recurrent", "attention"]), "bamba": dict(MAMBA, attn_layer_indices=[1]),
