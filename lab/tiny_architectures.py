@@ -36,7 +36,8 @@ SIZES = {  # config field -> tiny value, set wherever a config (or one of its su
     "head_dim": HEAD_DIM, "moe_intermediate_size": FFN, "shared_expert_intermediate_size": FFN,
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), 4),
     **dict.fromkeys(("num_experts_per_tok", "num_experts_per_token"), 2), "linear_num_heads": HEADS,
-    "linear_head_dim": HEAD_DIM, **dict.fromkeys(("attention_hidden_size", "backbone_hidden_size"), HIDDEN),
+    "linear_head_dim": HEAD_DIM, **dict.fromkeys(("attention_hidden_size", "backbone_hidden_size", "out_hidden_size",
+                                                  "text_hidden_size", "condition_dim", "audio_hidden_size"), HIDDEN),
     "num_expert_group": 1, "unpadded_vocab_size": 99, "qk_head_dim": 2 * HEAD_DIM, "first_k_dense_replace": 1,
     "vocab_size": 99, "rotary_dim": 4,
     **dict.fromkeys(("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), HEAD_DIM),  # multi-head latent attention
@@ -129,7 +130,12 @@ def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
     if cls is None:
         raise NotBuildable(f"transformers exports no {class_name}")
     try:
-        config = tiny_config(CONFIG_MAPPING[model_type]())
+        default = CONFIG_MAPPING[model_type]()
+    except Exception as error:  # noqa: BLE001 - transformers' own default config of the type fails its checks
+        cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise NotBuildable(f"transformers bug: its default config fails its own validation: {cause}"[:300]) from error
+    try:
+        config = tiny_config(default)
         if not isinstance(config, cls.config_class):  # a text-only class listed under a composite type
             config = next((sub for sub in map(config.__dict__.get, config.sub_configs)
                            if isinstance(sub, cls.config_class)), config)

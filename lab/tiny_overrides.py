@@ -20,6 +20,7 @@ OVERRIDES: dict[str, dict] = {
     "zaya": dict(num_experts_per_tok=1), "reformer": dict(is_decoder=True, axial_pos_embds=False),
     "dots3_note_text": dict(head_dim=16),
     "diffusion_gemma_text": dict(num_experts=4, top_k_experts=2, moe_intermediate_size=64),
+    "molmo2_adapter": dict(vision_feature_layer=[1, 0]),
     "mistral4": dict(head_dim=16), "longcat_flash": dict(head_dim=8, qk_head_dim=16),
 }
 
@@ -32,6 +33,8 @@ UNRUNNABLE: dict[str, str] = {  # why plain generate cannot run from input_ids a
     "speecht5": "needs extra inputs: speaker_embeddings",
     "voxtral_realtime": "needs extra inputs: input_features (audio)",
     "qwen2_5_omni": "needs extra inputs: a speaker map (loaded with pretrained weights) for its talker",
+    **dict.fromkeys(("pocket_tts", "gradium_phonon_tts"),
+                    "needs extra inputs: a processor's prompt ending at `audio_bos_token_id` (audio frames follow)"),
     "vibevoice": "needs an extra package: diffusers (its default noise scheduler)",
     **dict.fromkeys(("fastspeech2_conformer", "vits", "pi0"), "no token generate: the class has no `generate`"),
     **dict.fromkeys(("bark", "fastspeech2_conformer_with_hifigan"),
