@@ -20,7 +20,7 @@ OVERRIDES: dict[str, dict] = {
     "zaya": dict(num_experts_per_tok=1), "reformer": dict(is_decoder=True, axial_pos_embds=False),
     "dots3_note_text": dict(head_dim=16),
     "diffusion_gemma_text": dict(num_experts=4, top_k_experts=2, moe_intermediate_size=64),
-    "molmo2_adapter": dict(vision_feature_layer=[1, 0]),
+    "molmo2_adapter": dict(vision_feature_layer=[1, 0]), "mistral_large4_text": dict(kv_source_layers=[0, 1]),
     "mistral4": dict(head_dim=16), "longcat_flash": dict(head_dim=8, qk_head_dim=16),
 }
 
