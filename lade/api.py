@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, StoppingCriteriaList, StopStringCriteria
 
-from .checks import check_cache_implementation, check_mask_shape, check_no_inputs_embeds, check_token_ids, left_padding
+from .checks import (
+    check_cache_implementation,
+    check_mask_shape,
+    check_no_inputs_embeds,
+    check_token_generation,
+    check_token_ids,
+    left_padding,
+)
 from .config import LookaheadConfig
 from .decoding import lookahead_generate
 
@@ -42,6 +49,7 @@ def generate_with(
     **generation_kwargs,
 ):
     """`generate` through any lade custom_generate callable `method` (e.g. lade.distributed's)."""
+    check_token_generation(model)
     check_no_inputs_embeds(generation_kwargs)
     check_token_ids(model, input_ids)
     if attention_mask is None:

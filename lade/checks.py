@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, GenerationMixin
 from transformers.cache_utils import Cache
 from transformers.generation.configuration_utils import GenerationMode
 from transformers.generation.logits_process import LogitsProcessorList, PrefixConstrainedLogitsProcessor
@@ -14,7 +14,7 @@ from transformers.generation.stopping_criteria import MaxLengthCriteria, MaxTime
 
 from .adapters import ADAPTERS, adapter_for
 from .cache import check_compactable, self_attention_cache
-from .compat import mask_length
+from .compat import mask_length, replaces_sample_loop
 from .corpus import Corpus
 from .drafters import drafter_names, registered
 from .quantization import check_quantized_model
@@ -36,6 +36,8 @@ POSITIONS_REFUSED = {  # model type -> why its forward cannot place a step's tok
            "cannot reach its attention",
     "blt": "BLT groups its bytes into patches inside each forward (entropy patching of the forward's own input), so "
            "a step's drafts would be patched unlike plain decoding's one token per forward",
+    "reformer": "Reformer's LSH and local attention sort and chunk the sequence and mask by key index, so lade's "
+                "4-D tree mask cannot reach its attention",
     "kosmos-2.5": "its generate drops position_ids and its text model recomputes positions from padding_idx and the "
                   "token ids",
 }
@@ -61,11 +63,25 @@ OTHER_MODES = {  # what to change to get greedy, sampled or beam-search decoding
 }
 
 
+def check_token_generation(model) -> None:
+    """Refuse a model whose generate is not transformers' token-by-token loop (before anything reads its config)."""
+    model_type = model.config.model_type
+    if not isinstance(model, GenerationMixin):
+        raise ValueError(f"model type '{model_type}': {type(model).__name__}'s generate is not transformers' "
+                         "token-by-token decoding (GenerationMixin; DiffusionGemma decodes blocks by diffusion), so "
+                         "lookahead decoding does not apply; decode it with its own generate")
+    if replaces_sample_loop(model):
+        raise ValueError(f"model type '{model_type}': {type(model).__name__} replaces transformers' decoding loop "
+                         "(`_sample`) with its own (CSM, Higgs Audio: several audio codes per step), which a lookahead "
+                         "step cannot reproduce; decode it with plain generate")
+
+
 def check_model(model) -> None:
     model_type = model.config.model_type
     if any(p.device.type == "meta" for p in model.parameters()):
         raise ValueError(f"the {model_type} model's weights are on the meta device (not loaded): load real weights "
                          "(from_pretrained without an empty-weights context) before decoding")
+    check_token_generation(model)
     if is_recurrent(model):
         raise ValueError(
             f"model type '{model_type}' keeps a recurrent state (Mamba, RWKV or linear-attention layers): a lookahead "

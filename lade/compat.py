@@ -140,6 +140,12 @@ def plain_sample(model, input_ids: torch.Tensor, **kwargs):
     return type(model)._sample(model, input_ids, **kwargs)
 
 
+def replaces_sample_loop(model) -> bool:
+    """Whether the model's class overrides transformers' greedy/sampling loop (`GenerationMixin._sample`, private;
+    CSM and Higgs Audio decode several audio codes per step there). Checked against 5.20.0 and 5.24.0."""
+    return getattr(type(model), "_sample", GenerationMixin._sample) is not GenerationMixin._sample
+
+
 def swap_class(obj, cls: type) -> None:
     """Make `obj` (a transformers cache layer) an instance of `cls`, a subclass or base of its class with the same
     state: the same object keeps its tensors, only its methods change (lade.cache.slotted)."""

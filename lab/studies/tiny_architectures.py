@@ -9,10 +9,15 @@ the reason.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 import transformers
 from transformers import CONFIG_MAPPING, PretrainedConfig
 from transformers.models.auto import modeling_auto
+
+from lab.studies.tiny_overrides import OVERRIDES
 
 MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_CAUSAL_IMAGE_MODELING_MAPPING_NAMES",
             "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -30,11 +35,17 @@ SIZES = {  # config field -> tiny value, set wherever a config (or one of its su
     **dict.fromkeys(("num_key_value_heads", "n_head_kv", "num_kv_heads"), KV_HEADS),
     "head_dim": HEAD_DIM, "moe_intermediate_size": FFN, "shared_expert_intermediate_size": FFN,
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), 4),
-    "num_experts_per_tok": 2, "first_k_dense_replace": 1, "vocab_size": 99, "rotary_dim": 4,
+    **dict.fromkeys(("num_experts_per_tok", "num_experts_per_token"), 2), "linear_num_heads": HEADS,
+    "linear_head_dim": HEAD_DIM, **dict.fromkeys(("attention_hidden_size", "backbone_hidden_size", "out_hidden_size",
+                                                  "text_hidden_size", "condition_dim", "audio_hidden_size"), HIDDEN),
+    "num_expert_group": 1, "unpadded_vocab_size": 99, "qk_head_dim": 2 * HEAD_DIM, "first_k_dense_replace": 1,
+    "vocab_size": 99, "rotary_dim": 4,
     **dict.fromkeys(("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), HEAD_DIM),  # multi-head latent attention
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), 16), **dict.fromkeys(("n_group", "topk_group"), 1),
 }
+LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
 KEEP_SUB_CONFIGS = {"codec_config"}  # audio codecs whose convolutions need their own sizes (CSM's Mimi)
+UNSET_SIZES = ("num_key_value_heads", "num_experts_per_tok")  # also set where the default is None
 SPECIAL_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 0}
 
 
@@ -53,12 +64,15 @@ class NotBuildable(Exception):
 
 def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
     """A copy of `config` (and of each sub-config) with SIZES set where it has the fields; no dropout."""
-    fields = {**{key: value for key, value in SIZES.items() if hasattr(config, key)
-                 and isinstance(getattr(config, key), int) and not isinstance(getattr(config, key), bool)},
-              **{key: 0.0 for key in vars(config) if key.endswith("dropout") or key.endswith("pdrop")},
-              **{key: value for key, value in SPECIAL_IDS.items() if hasattr(config, key)
-                 and (getattr(config, key) is None or isinstance(getattr(config, key), int))}}
-    fields.pop("head_dim", None) if isinstance(getattr(type(config), "head_dim", None), property) else None
+    missing = object()
+    fields = {**{key: value for key, value in SIZES.items() if type(_field(config, key, missing)) is int
+                 or key in UNSET_SIZES and key in vars(config) and _field(config, key, missing) is None},
+              **{key: type(value)(0) for key, value in vars(config).items() if (key.endswith("dropout")
+                 or key.endswith("pdrop")) and type(value) in (int, float)},
+              **{key: value for key, value in SPECIAL_IDS.items() if _field(config, key, missing) is None
+                 or type(_field(config, key, missing)) is int}}
+    for key in [key for key in fields if isinstance(getattr(type(config), key, None), property)]:
+        del fields[key]  # derived by the config itself
     if config.model_type == "gpt_neo":  # its attention_types list must cover num_layers
         fields["attention_types"] = [[["global", "local"], LAYERS // 2]]
         fields["attention_layers"] = ["global", "local"] * (LAYERS // 2)
@@ -68,20 +82,46 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         sub = getattr(config, key, None)
         if isinstance(sub, PretrainedConfig) and key not in KEEP_SUB_CONFIGS:
             fields[key] = tiny_config(sub)
-    for key in [key for key in vars(config) if key.endswith("layer_types")]:  # one entry per layer
-        kinds = getattr(config, key)
-        if isinstance(kinds, list) and kinds:  # every distinct kind first (hybrid models keep an attention layer)
-            fields[key] = (list(dict.fromkeys(kinds)) + kinds * LAYERS)[:LAYERS]
-    if "head_dim" in vars(config) and config.head_dim is None:
+    layers = next((getattr(config, key) for key in LAYER_COUNTS if isinstance(getattr(config, key, None), int)), 0)
+    for key, kinds in vars(config).items():  # per-layer lists: one entry per tiny layer
+        if isinstance(kinds, list) and kinds and (key.endswith("layer_types") or len(kinds) == layers > LAYERS
+                                                  and len(set(map(repr, kinds))) <= LAYERS):  # else kept whole
+            distinct = list(dict.fromkeys(map(repr, kinds)))  # every distinct kind first (hybrids keep attention)
+            fields[key] = ([kinds[[repr(k) for k in kinds].index(d)] for d in distinct] + kinds * LAYERS)[:LAYERS]
+    if "per_layer_config" in config.to_dict():
+        fields["per_layer_config"] = {}  # per-layer sizes (Gemma 4's global head_dim, ...) made uniform
+    if "head_dim" in vars(config) and vars(config)["head_dim"] is None:
         fields["head_dim"] = HEAD_DIM  # left None, some models (Ministral) fail rather than derive it
     if "kv_lora_rank" in vars(config) and "num_key_value_heads" in fields:  # latent attention: a key head per query
         fields["num_key_value_heads"] = HEADS
     if "d_head" in vars(config):
         fields["d_head"] = HIDDEN // HEADS
+    rope_parameters = getattr(config, "rope_parameters", None) or {}
+    if "vocab_size" in vars(config) and "rope_type" in rope_parameters and "mrope_section" in _modeling_source(config):
+        head = fields.get("head_dim") or getattr(config, "head_dim", None) or HIDDEN // HEADS
+        rope = rope_parameters  # sections cover half the rotary dims
+        half = int(head * rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))) // 2
+        fields["rope_parameters"] = {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+    fields.update(OVERRIDES.get(config.model_type, {}))
     values = {**config.to_dict(), **fields}
     values.pop("model_type", None)
     values.pop("transformers_version", None)
     return type(config)(**values)
+
+
+def _field(config: PretrainedConfig, key: str, default):
+    """config.key, or its stored value where the config refuses a global read of a per-layer field."""
+    try:
+        return getattr(config, key, default)
+    except RuntimeError:  # transformers' AmbiguousGlobalPerLayerAttributeError
+        return vars(config).get(key, default)
+
+
+def _modeling_source(config: PretrainedConfig) -> str:
+    """The source of the modeling module beside `config`'s configuration module ("" if there is none)."""
+    module = sys.modules[type(config).__module__]
+    path = Path(module.__file__).with_name(Path(module.__file__).name.replace("configuration_", "modeling_"))
+    return path.read_text() if path.exists() and path.name.startswith("modeling_") else ""
 
 
 def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
@@ -90,11 +130,22 @@ def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
     if cls is None:
         raise NotBuildable(f"transformers exports no {class_name}")
     try:
-        config = tiny_config(CONFIG_MAPPING[model_type]())
+        default = CONFIG_MAPPING[model_type]()
+    except Exception as error:  # noqa: BLE001 - transformers' own default config of the type fails its checks
+        cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise NotBuildable(f"transformers bug: its default config fails its own validation: {cause}"[:300]) from error
+    try:
+        config = tiny_config(default)
+        if not isinstance(config, cls.config_class):  # a text-only class listed under a composite type
+            config = next((sub for sub in map(config.__dict__.get, config.sub_configs)
+                           if isinstance(sub, cls.config_class)), config)
         torch.manual_seed(seed)
         model = cls(config).eval()
+        if getattr(config, "languages", None) and hasattr(model, "set_default_language"):  # X-MOD's adapters
+            model.set_default_language(config.languages[0])
     except ImportError as error:
-        raise NotBuildable(f"needs an extra package: {error}".splitlines()[0][:300]) from error
+        cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raise NotBuildable(f"needs an extra package: {cause}"[:300]) from error
     except Exception as error:  # noqa: BLE001 - any failure to build is recorded with its reason
         cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
         raise NotBuildable(f"cannot be built at tiny size: {type(error).__name__}: {cause}"[:300]) from error

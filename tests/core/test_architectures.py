@@ -74,6 +74,12 @@ def kosmos_2_5():
                  transformers.Kosmos2_5Config(text_config=text, vision_config=vision, latent_query_num=4))
 
 
+def reformer():
+    return built(transformers.ReformerModelWithLMHead, transformers.ReformerConfig(
+        vocab_size=99, hidden_size=32, attention_head_size=8, num_attention_heads=4, feed_forward_size=64,
+        attn_layers=["local", "lsh"], axial_pos_embds=False, is_decoder=True, max_position_embeddings=512))
+
+
 def openai_gpt():
     return built(transformers.OpenAIGPTLMHeadModel, transformers.OpenAIGPTConfig(
         vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=512))
@@ -142,7 +148,8 @@ def test_mistral_below_its_sliding_window_is_exact(beams):
 @pytest.mark.parametrize("model, words", [(imagegpt, "'imagegpt'.*flattens the attention mask"),
                                           (kosmos_2_5, "'kosmos-2.5'.*drops position_ids"),
                                           (openai_gpt, "'openai-gpt'.*only a 2-D padding mask"),
-                                          (xlm, "'xlm'.*own causal mask")])
+                                          (xlm, "'xlm'.*own causal mask"),
+                                          (reformer, "'reformer'.*LSH and local attention")])
 def test_models_that_cannot_place_a_steps_tokens_are_refused(model, words):
     model = model()
     count = forwards(model)
@@ -208,3 +215,28 @@ def test_steps_fit_a_fixed_causal_buffer(config):
     model = bark()
     assert key_table(model) == 64
     assert_exact(model, config, new=40)
+
+
+def test_a_model_with_its_own_decoding_loop_is_refused_before_any_forward():
+    """CSM and Higgs Audio replace `_sample` (audio codes per step), DiffusionGemma is no GenerationMixin: their
+    generate is not the token-by-token loop lookahead steps reproduce."""
+
+    class OwnLoop(transformers.LlamaForCausalLM):
+        def _sample(self, *args, **kwargs):
+            return super()._sample(*args, **kwargs)
+
+    class Diffusion(transformers.LlamaPreTrainedModel):  # not a GenerationMixin (DiffusionGemma decodes blocks)
+        def __init__(self, config):
+            super().__init__(config)
+            self.model = transformers.LlamaModel(config)
+
+        def forward(self, input_ids=None, position_ids=None, **kwargs):
+            return self.model(input_ids, position_ids=position_ids, **kwargs)
+
+    for cls, words in ((OwnLoop, "replaces transformers' decoding loop.*plain generate"),
+                       (Diffusion, "not transformers' token-by-token decoding.*its own generate")):
+        model = built(cls, transformers.LlamaConfig(vocab_size=99, **SMALL))
+        count = forwards(model)
+        with pytest.raises(ValueError, match=words):
+            lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
+        assert count[0] == 0

@@ -97,6 +97,13 @@ def meta_model():
         return tiny_model("llama")
 
 
+def own_loop_model():
+    """A tiny llama whose class replaces transformers' decoding loop (as CSM and Higgs Audio do)."""
+    model = tiny_model("llama")
+    model.__class__ = type("OwnLoop", (type(model),), {"_sample": lambda self, *args, **kwargs: None})
+    return model
+
+
 def quantized(method: str):
     model = tiny_model("llama")
     model.config.quantization_config = {"quant_method": method}
@@ -202,7 +209,9 @@ RULES = {
                  "classifier-free guidance) unless marked lade_prefix_pure",
     "positions": "models whose forward cannot place a step's tokens at their logical positions: ALiBi (BLOOM, MPT, "
                  "Falcon with alibi=True), no position_ids (the *ForCausalLM decoders of encoder-decoder families, "
-                 "XLNet), ImageGPT, Kosmos-2.5 (each message names which)",
+                 "XLNet), ImageGPT, Kosmos-2.5, Reformer (each message names which)",
+    "loop": "models whose generate is not transformers' token-by-token loop: no GenerationMixin (DiffusionGemma's "
+            "block diffusion) or their own `_sample` (CSM, Higgs Audio)",
     "recurrent": "recurrent models (Mamba, RWKV, linear-attention or hybrid layers): their state cannot drop a step's "
                  "rejected drafts",
     "encdec": "encoder-decoder families without a position adapter; encoder-decoder models with several inputs, a "
@@ -331,6 +340,7 @@ CASES = [
     Case("quant", "missing backend", missing_backend, ImportError, r"pip install 'lade-decoding\[bnb\]'",
          lambda: quantized("bitsandbytes")),
     Case("meta", "meta device", decode(), ValueError, "meta device", meta_model),
+    Case("loop", "own decoding loop", decode(), ValueError, "replaces transformers' decoding loop", own_loop_model),
     Case("attention", "mask on flex_attention", decode(config=lade.LookaheadConfig(attention="mask")), ValueError,
          "flex_attention", flex_configured),
     Case("attention", "split outside the interface", decode(config=lade.LookaheadConfig(attention="split")),

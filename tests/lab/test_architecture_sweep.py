@@ -50,3 +50,14 @@ def test_a_difference_at_a_near_tie_is_not_wrong():
 
 def test_the_docs_table_is_generated_from_the_results_file():
     assert sweep.DOC.read_text() == sweep.render_doc(sweep.RESULTS)
+
+
+def test_a_type_that_cannot_be_compared_says_why():
+    """A type plain generate cannot run says which input, package or bug stops it; a case plain generate refuses
+    (beam search on some types) does not hide the verdict of the others."""
+    rows = pd.DataFrame(dict(model_type="x", model_class="X", case=["plain generate"], status=["not buildable"],
+                             detail=["needs extra inputs: pixel_values (an image) (ValueError: ...)"]))
+    assert sweep.verdict(rows) == ("needs extra inputs", "pixel_values (an image) (ValueError: ...)")
+    rows = pd.DataFrame(dict(model_type="x", model_class="X", case=list(sweep.CASES),
+                             status=["identical"] * 4 + ["not buildable"], detail=[""] * 4 + ["plain refuses"]))
+    assert sweep.verdict(rows) == ("supported", "")
