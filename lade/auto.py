@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from transformers import GenerationConfig
 
@@ -64,11 +65,23 @@ def auto_task(value) -> str | None:
     return task
 
 
+def fitted(config: LookaheadConfig, max_step_tokens: int | None) -> LookaheadConfig:
+    """An "auto" config whose steps feed at most `max_step_tokens` tokens (None: any): an adaptive one without its
+    window and with its tree budget cut to fit, else (or where not one draft node fits) plain decoding."""
+    if max_step_tokens is None or not config.enabled or config.max_step_tokens() <= max_step_tokens:
+        return config
+    if config.adaptive and max_step_tokens >= 2:
+        return replace(config, window_size=0, step_budget=min(config.step_budget, max_step_tokens - 1))
+    return replace(config, enabled=False)
+
+
 def resolve_config(value: LookaheadConfig | dict | str | None, generation_config: GenerationConfig, model,
                    adaptive: bool = True, latency: Callable[[float], float] | None = None,
-                   allowed: Callable[[LookaheadConfig], bool] | None = None) -> LookaheadConfig:
+                   allowed: Callable[[LookaheadConfig], bool] | None = None,
+                   max_step_tokens: int | None = None) -> LookaheadConfig:
     """A LookaheadConfig, a dict of its fields, "auto" or "auto:TASK" (TASK in lade.cost.TASKS), or None (then
-    `generation_config.lookahead_config`, else the defaults). adaptive, latency, allowed: see `auto_config`."""
+    `generation_config.lookahead_config`, else the defaults). adaptive, latency, allowed: see `auto_config`;
+    max_step_tokens: the most tokens an "auto" step may feed (a model's attention window, lade.windows.step_room)."""
     if value is None:
         value = getattr(generation_config, "lookahead_config", None)
     if value is None:
@@ -79,5 +92,5 @@ def resolve_config(value: LookaheadConfig | dict | str | None, generation_config
         return LookaheadConfig(**value)
     task = auto_task(value)
     if task is not None:
-        return auto_config(model, task, adaptive=adaptive, latency=latency, allowed=allowed)
+        return fitted(auto_config(model, task, adaptive=adaptive, latency=latency, allowed=allowed), max_step_tokens)
     raise ValueError(f"lookahead_config must be a LookaheadConfig, a dict, 'auto' or 'auto:TASK', got {value!r}")

@@ -229,7 +229,8 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
                 times[q].append(end - start)
                 if q == qs[0]:
                     loop.add(start - host + time.perf_counter() - end, rows)
-    host_s = drafting_seconds(prompt[0].cpu(), logits.shape[-1])
+    width = logits.shape[-1]  # the drafters' vocabulary: ids of the logits (an input vocabulary can be larger)
+    host_s = drafting_seconds(prompt[0].cpu().remainder(width), width)
     return LatencyProfile(device_key(model, rows), context, tuple(qs), tuple(min(times[q]) for q in qs), host_s,
                           loop.median())
 

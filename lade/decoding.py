@@ -40,7 +40,7 @@ from .rows import Row, pad_rows
 from .sampling import TokenChooser
 from .strategy import LocalStrategy, Strategy
 from .vocabulary import logits_width
-from .windows import check_window, key_table
+from .windows import check_window, key_table, step_room
 
 
 def lookahead_generate(
@@ -144,7 +144,7 @@ def _resolve(model, input_ids: torch.Tensor, processors: LogitsProcessorList, st
                                      synced, streamer, caller.get("assistant_model")),
             lambda: beam_config(lookahead_config, gen, model) if beams else
             resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=latency,
-                           allowed=strategy.accepts),
+                           allowed=strategy.accepts, max_step_tokens=step_room(model, cache, gen)),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         n, task = input_ids.shape[0], auto_task(requested)  # rows per step: B, or B * k beams

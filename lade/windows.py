@@ -51,6 +51,13 @@ def model_window(model) -> int | None:
     return None if window is None else window - 1
 
 
+def step_room(model, cache: Cache, gen: GenerationConfig) -> int | None:
+    """The most tokens a step of this call may feed and stay below the model's attention window (None: no window);
+    "auto" sizes its configuration within it."""
+    window = attention_window(model, cache)
+    return None if window is None or gen.max_length is None else window - gen.max_length
+
+
 def check_window(model, cache: Cache, gen: GenerationConfig, step_tokens: int) -> None:
     """Refuse a call whose forwards can reach the model's attention window: the cache holds up to max_length - 1
     tokens when a step of up to `step_tokens` tokens is fed (step_tokens=1 before the configuration is known)."""

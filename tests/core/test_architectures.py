@@ -240,3 +240,27 @@ def test_a_model_with_its_own_decoding_loop_is_refused_before_any_forward():
         with pytest.raises(ValueError, match=words):
             lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
         assert count[0] == 0
+
+
+def test_auto_profiles_a_model_whose_input_vocabulary_exceeds_its_logits(tmp_path, monkeypatch):
+    """Mllama, Molmo2 and Moshi embed more ids than their head scores (image or audio ids): the profile's drafting
+    measurement drafts over the logits' ids only, so "auto" measures and decodes exactly."""
+    monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    model = built(transformers.LlamaForCausalLM, transformers.LlamaConfig(vocab_size=99, **SMALL))
+    torch.manual_seed(1)
+    model.model.embed_tokens = torch.nn.Embedding(130, SMALL["hidden_size"])  # ids 99..129 embedded, never scored
+    assert_exact(model, "auto")
+
+
+def test_auto_fits_its_steps_below_an_attention_window(tmp_path, monkeypatch):
+    """"auto" sizes its steps to stay below the window the call would otherwise reach (a 38-token call, a 48-token
+    window: steps of at most 10 tokens), where a fixed config as wide is refused, and decodes exactly."""
+    from lade.auto import fitted
+
+    monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    assert_exact(mistral(window=48), "auto")
+    wide = lade.LookaheadConfig(draft="merged", adaptive=True, step_budget=24, window_size=4, ngram_size=3)
+    assert fitted(wide, 10).max_step_tokens() <= 10 and fitted(wide, 10).window_size == 0
+    assert not fitted(wide, 1).enabled and fitted(wide, None) is wide
+    with pytest.raises(ValueError, match="attends within a 48-token window"):
+        lade.generate(mistral(window=48), prompt(), lookahead_config=CONFIGS[0], max_new_tokens=20, **GREEDY)
