@@ -6,15 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" LADE_CACHE="${LADE_CACHE:-$PWD/.cache}"
-lowest=$(sed -n 's/^transformers==\([^ ]*\) .*/\1/p' requirements-compat.lock)
 low=build/compat-low
-if ! "$low/bin/python" -c "import sys, transformers; sys.exit(transformers.__version__ != '$lowest')" 2>/dev/null; then
+stamp="$(sha256sum requirements-compat.lock | cut -d' ' -f1)"
+if [[ "$(cat "$low/.compat-lock" 2>/dev/null)" != "$stamp" ]]; then  # a venv of this very lock, else made anew
     rm -rf "$low"
     .venv/bin/python -m venv "$low"
     # the CPU build of torch from the indexes pip is configured with, else from PyTorch's own (as scripts/setup.sh)
     "$low/bin/python" -m pip install -q --require-hashes -r requirements-compat.lock ||
         "$low/bin/python" -m pip install -q --require-hashes -r requirements-compat.lock \
             --extra-index-url https://download.pytorch.org/whl/cpu
+    echo "$stamp" > "$low/.compat-lock"
 fi
 PYTHONPATH="$PWD:$PWD/tests" .venv/bin/python tests/compat_check.py
 PYTHONPATH="$PWD:$PWD/tests" "$low/bin/python" tests/compat_check.py

@@ -24,11 +24,12 @@ from packaging.requirements import Requirement
 REPO = Path(__file__).resolve().parents[1]
 LOCK, COMPAT = REPO / "requirements.lock", REPO / "requirements-compat.lock"
 LOWEST = "5.20.0"  # the lower end of pyproject's transformers range
-ROOTS = ("torch", "transformers", "pytest")
-HEADER = f"""# The lowest transformers pyproject allows ({LOWEST}) with requirements.lock's torch, pytest and all other
-# pin they need, each with the sha256 of its files (Linux x86_64, CPython 3.11, the CPU build of torch). CI runs
-# lade's compat checks in a venv made from it (scripts/compat_ends.sh):
-#   python -m pip install --require-hashes -r requirements-compat.lock --extra-index-url https://download.pytorch.org/whl/cpu
+ROOTS = ("torch", "transformers", "pytest", "scipy")  # scipy: the sampling slice's distribution tests
+HEADER = f"""# The lowest transformers pyproject allows ({LOWEST}) with requirements.lock's torch, pytest, scipy and
+# every other pin they need, each with the sha256 of its files (Linux x86_64, CPython 3.11, the CPU build of
+# torch). CI runs lade's compat checks in a venv made from it (scripts/compat_ends.sh):
+#   python -m pip install --require-hashes -r requirements-compat.lock
+# (adding --extra-index-url https://download.pytorch.org/whl/cpu where no configured index has the CPU build of torch)
 # Regenerate: python scripts/compat_lock.py
 
 """

@@ -115,7 +115,7 @@ def test_a_notebook_run_by_papermill_shows_no_stderr_and_whole_tables(tmp_path):
     missing widgets), and after the notebooks' set-up (figures.setup_style) a wide table is shown whole: every
     column, unwrapped."""
     source = ("import pandas as pd\n"
-              "from lab import experiments, figures as fg\n"
+              "from lab.studies import experiments, figures as fg\n"
               "from lab.harness.timing import progress_bar\n"
               "fg.setup_style()\n"
               "for _ in progress_bar(range(3), desc='bench'):\n"
