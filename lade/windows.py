@@ -61,15 +61,13 @@ def step_room(model, cache: Cache, gen: GenerationConfig) -> int | None:
 def check_window(model, cache: Cache, gen: GenerationConfig, step_tokens: int) -> None:
     """Refuse a call whose forwards can reach the model's attention window: the cache holds up to max_length - 1
     tokens when a step of up to `step_tokens` tokens is fed (step_tokens=1 before the configuration is known)."""
+    room = step_room(model, cache, gen)
+    if room is None or step_tokens <= room:
+        return
     window = attention_window(model, cache)
-    if window is None or gen.max_length is None:
-        return
-    reach = gen.max_length - 1 + step_tokens  # positions one forward can hold
-    if reach < window:
-        return
-    room = window - step_tokens - (gen.max_length - (gen.max_new_tokens or 0))  # most new tokens that stay below
+    new = (gen.max_new_tokens or 0) + room - step_tokens  # most new tokens whose steps would stay below it
     step = f" plus a step of up to {step_tokens} tokens" if step_tokens > 1 else ""
-    lower = f" to at most {room}" if gen.max_new_tokens and room > 0 and step_tokens > 1 else ""
+    lower = f" to at most {new}" if gen.max_new_tokens and new > 0 and step_tokens > 1 else ""
     raise ValueError(
         f"model type '{model.config.model_type}' attends within a {window}-token window (sliding or local "
         f"attention), and this call reaches it: max_length {gen.max_length} (prompt + max_new_tokens){step}; "
