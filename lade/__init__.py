@@ -7,6 +7,8 @@ benchmarks, experiments, figures) is the repository's `lab/` wing, used from a c
 import importlib.metadata
 from collections.abc import Callable, Mapping
 
+__version__ = "0.2.0"  # the release; pyproject.toml reads it from here (CITATION.cff repeats it, tested)
+
 
 def foreign_lade(metadata: Callable[[str], Mapping[str, str]] = importlib.metadata.metadata) -> str | None:
     """Why this package cannot run beside an installed distribution named `lade` (on PyPI, the reference

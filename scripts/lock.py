@@ -6,7 +6,7 @@ pin there first). Needs PyPI and uv (`pip install uv`); Linux x86_64, CPython 3.
 - requirements-gpu.lock: the same pins with PyPI's CUDA build of torch and the CUDA runtime wheels it needs,
   resolved by uv for x86_64 Linux (every other version unchanged: uv fails if they no longer fit).
 - requirements-flash-attn.lock: flash-attn (a source distribution, built against the installed CUDA torch) and einops.
-- environment.yml: conda's Python 3.11 plus every pin of requirements.lock.
+- environment.yml: conda's Python (PYTHON, the exact release the results recorded) plus every pin of requirements.lock.
 
 Usage: python scripts/lock.py [--torch-cpu-wheel PATH] [--uv PATH]
 """
@@ -43,6 +43,17 @@ GPU_HEADER = """# The GPU variant of requirements.lock: the same pins, with PyPI
 #   python -m pip install --require-hashes -r requirements-gpu.lock
 #   python -m pip install --require-hashes --no-build-isolation -r requirements-flash-attn.lock   # optional: FA2
 #   python -m pip install -e . --no-deps
+"""
+PYTHON = "3.11.7"  # the exact interpreter the results were produced with (their provenance records it)
+CONDA_HEADER = """# Conda environment for lade: the exact Python the results were produced with (3.11.7, as their provenance records)
+# and every pin of requirements.lock (tests/repo/test_environment.py checks both).
+# Create: conda env create -f environment.yml, then in the repository: pip install -e . --no-deps
+# The lock itself, hash-checked, is what scripts/setup.sh installs (./run_all.sh and ./run_tests.sh call it): a .venv
+# from Python 3.11, then `pip install -r requirements.lock` (every pin carries its sha256, so pip checks each wheel;
+# the CPU build of torch from https://download.pytorch.org/whl/cpu) and `pip install -e . --no-deps`. By hand:
+#   python3.11 -m venv .venv && .venv/bin/pip install --require-hashes -r requirements.lock \\
+#       --extra-index-url https://download.pytorch.org/whl/cpu && .venv/bin/pip install -e . --no-deps
+# GPU: pip install --require-hashes -r requirements-gpu.lock instead (scripts/setup.sh: LADE_LOCK=requirements-gpu.lock).
 """
 FLASH_HEADER = """# flash-attn for the GPU environment (install after requirements-gpu.lock): a source distribution built against the
 # installed torch, so pip needs --no-build-isolation, nvcc (CUDA toolkit) and a few minutes:
@@ -119,10 +130,8 @@ def main() -> None:
             ("as requirements.lock, torch the CUDA build", [gpu[canonical(p)] for p in direct + transitive]),
             ("CUDA runtime of torch", [block for name, block in gpu.items() if name not in cpu_names])])
         write_lock(FLASH_LOCK, FLASH_HEADER, [("flash attention 2", flash)])
-    conda = ["# Conda environment for lade: Python 3.11 and every pin of requirements.lock (tests/repo/test_environment.py",
-             "# checks). Create: conda env create -f environment.yml, then in the repository: pip install -e . --no-deps",
-             "# GPU: pip install --require-hashes -r requirements-gpu.lock inside it instead (README, GPU / CUDA torch).",
-             "name: lade", "channels:", "  - conda-forge", "dependencies:", "  - python=3.11", "  - pip", "  - pip:",
+    conda = [*CONDA_HEADER.splitlines(), "name: lade", "channels:", "  - conda-forge", "dependencies:",
+             f"  - python={PYTHON}", "  - pip", "  - pip:",
              f"      - {CPU_INDEX}"]
     conda += [f"      - {hashed[canonical(p)].split(' ')[0]}" for p in direct + transitive]
     CONDA.write_text("\n".join(conda) + "\n")

@@ -15,12 +15,13 @@ from typing import Any
 
 import torch
 
+import lade
 from lab.harness.paths import REPO
 from lade.cpu_linear import packed_linear_count
 from lade.device import device_description
 
-PACKAGES = {"lade": "lade-decoding", "torch": "torch", "transformers": "transformers", "datasets": "datasets",
-            "numpy": "numpy"}  # the name recorded -> its installed distribution
+# the name recorded -> its installed distribution (lade: the version of the code that ran, lade.__version__)
+PACKAGES = {"torch": "torch", "transformers": "transformers", "datasets": "datasets", "numpy": "numpy"}
 
 
 def _version(package: str) -> str | None:
@@ -100,7 +101,8 @@ def provenance(**params: Any) -> dict[str, Any]:
         "git_dirty": None if status is None else bool(status),
         "lock_file": lock_file(),
         "lock_sha256": lock_digest(),
-        "packages": {name: _version(dist) for name, dist in PACKAGES.items()},
+        # lade.__version__, not the distribution's metadata, which an editable install leaves at the version installed
+        "packages": {"lade": lade.__version__} | {name: _version(dist) for name, dist in PACKAGES.items()},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "device": device_description(),

@@ -1,12 +1,13 @@
 """Provenance names what wrote a results file: the command (run_all.sh's command line and the notebook it ran, else
-the process's own argv) and the installed lade (distribution lade-decoding)."""
+the process's own argv) and the version of the lade that ran (lade.__version__, which an editable install's
+metadata may lag)."""
 
 import json
 import shlex
 import subprocess
 import sys
-from importlib.metadata import version
 
+import lade
 from lab.harness import provenance as pv
 
 
@@ -14,7 +15,7 @@ def test_provenance_records_the_installed_lade_and_the_command(monkeypatch):
     monkeypatch.delenv("LADE_COMMAND", raising=False)
     monkeypatch.delenv("LADE_NOTEBOOK", raising=False)
     prov = pv.provenance()
-    assert prov["packages"]["lade"] == version("lade-decoding") and prov["packages"]["torch"]
+    assert prov["packages"]["lade"] == lade.__version__ and prov["packages"]["torch"]
     assert (prov["command"], prov["notebook"]) == (shlex.join(sys.orig_argv), None)
     monkeypatch.setenv("LADE_COMMAND", "./run_all.sh --only 06_ablation")  # as run_all.sh exports them
     monkeypatch.setenv("LADE_NOTEBOOK", "notebooks/06_ablation.ipynb")

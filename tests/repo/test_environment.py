@@ -1,5 +1,6 @@
 """The pinned environment files agree with each other, with pyproject.toml and with this venv."""
 
+import json
 import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -101,11 +102,13 @@ def test_compat_lock_is_the_cpu_lock_with_the_lowest_transformers():
 
 
 def test_citation_is_complete():
-    """CITATION.cff cites the software itself (an entity as author, the pyproject version, a release date, the
+    """CITATION.cff cites the software itself (an entity as author, the package version, a release date, the
     licence) and lists the paper, the four prompt sets and the embedded model under `references`, each with a URL."""
+    import lade
+
     cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
     assert cff["cff-version"] == "1.2.0" and cff["type"] == "software" and "preferred-citation" not in cff
-    assert cff["version"] == pyproject()["project"]["version"]
+    assert cff["version"] == lade.__version__ and "version" in pyproject()["project"]["dynamic"]
     assert cff["license"] == "Apache-2.0" and str(cff["date-released"]) and cff["authors"][0]["name"]
     titles = " | ".join(r["title"] for r in cff["references"])
     for cited in ("Break the Sequential Dependency", "MT-Bench", "Trained on Code", "Math Word Problems",
@@ -137,8 +140,13 @@ def test_a_foreign_lade_distribution_is_refused():
 
 
 def test_conda_python_matches_this_interpreter_series():
-    """The lock was made with CPython 3.11 wheels; the conda env must use the same series."""
-    assert "python=3.11" in conda_env()["dependencies"]
+    """The lock was made with CPython 3.11 wheels; the conda env pins the exact 3.11 release the results recorded."""
+    (python,) = [d for d in conda_env()["dependencies"] if isinstance(d, str) and d.startswith("python=")]
+    assert python.startswith("python=3.11.") and python.count(".") == 2
+    recorded = {json.loads(p.read_text()).get("provenance", {}).get("python")
+                for p in (REPO / "data" / "results").glob("*.provenance.json")} - {None}
+    assert recorded <= {python.removeprefix("python=")}, recorded
+    assert f'PYTHON = "{python.removeprefix("python=")}"' in (REPO / "scripts" / "lock.py").read_text()  # its writer
     assert sys.version_info[:2] >= tuple(int(x) for x in pyproject()["project"]["requires-python"][2:].split("."))
 
 
