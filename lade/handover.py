@@ -29,6 +29,7 @@ from .cost import predict
 from .cost_prior import PRIOR
 from .outputs import LookaheadStats, output_type
 from .pricing import Costs, pays
+from .rows import row_lengths
 
 
 def drafts_can_pay(costs: Costs, rows: int, task: str = "mixed") -> bool:
@@ -74,7 +75,7 @@ def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_cr
     if not gen.return_dict_in_generate:
         return out
     new = out.sequences[:, input_ids.shape[1] :]  # [B, T]
-    lengths = _row_lengths(new, eos_token_tensor(gen))
+    lengths = row_lengths(new, eos_token_tensor(gen))
     rows = [_plain_stats(n) for n in lengths]
     batch = LookaheadStats(handed_over=True)
     for t in range(new.shape[1]):
@@ -86,18 +87,9 @@ def learned_rows(out, prompt_length: int, pads: list[int], gen: GenerationConfig
     """What a corpus learns of a plain call's output (sequences [B, P + T] or an output holding them): each row's
     prompt without its left padding and its new tokens through its first EOS."""
     sequences = out if isinstance(out, torch.Tensor) else out.sequences
-    lengths = _row_lengths(sequences[:, prompt_length:], eos_token_tensor(gen))
+    lengths = row_lengths(sequences[:, prompt_length:], eos_token_tensor(gen))
     return [row[pad : prompt_length + n].tolist() for row, pad, n in zip(sequences, pads, lengths)]
 
 
 def _plain_stats(tokens: int) -> LookaheadStats:
     return LookaheadStats(accepted_per_step=[1] * tokens, handed_over=True)
-
-
-def _row_lengths(new: torch.Tensor, eos: torch.Tensor | None) -> list[int]:
-    """Tokens each row generated: through its first EOS, else all. new: [B, T]."""
-    if eos is None or new.shape[1] == 0:
-        return [new.shape[1]] * new.shape[0]
-    hits = torch.isin(new, eos.to(new.device))  # [B, T]
-    first = hits.int().argmax(1) + 1  # [B]
-    return torch.where(hits.any(1), first, new.shape[1]).tolist()

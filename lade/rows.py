@@ -96,6 +96,15 @@ def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, to
     return ids, mask
 
 
+def row_lengths(new: torch.Tensor, eos: torch.Tensor | None) -> list[int]:
+    """Tokens each row generated: through its first EOS (any id of `eos`, None: no EOS), else all. new: [B, T]."""
+    if eos is None or eos.numel() == 0 or new.shape[1] == 0:
+        return [new.shape[1]] * new.shape[0]
+    hits = torch.isin(new, eos.to(new.device))  # [B, T]
+    first = hits.int().argmax(1) + 1  # [B]
+    return torch.where(hits.any(1), first, new.shape[1]).tolist()
+
+
 def pad_rows(rows: list[Row], pad_id: int | None) -> torch.Tensor:
     """Stack rows [1, S_b] into [B, max S_b], rows that finished early padded with pad_id as `model.generate` does."""
     length = max(row.ids.shape[1] for row in rows)

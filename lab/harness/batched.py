@@ -39,12 +39,12 @@ import torch
 from lab.harness.agreement import EXACT_DTYPES, first_divergence
 from lab.harness.bench import rotated, time_generate
 from lab.harness.methods import Method, measure_row_profiles
-from lab.harness.prompts import SPEC_BENCH_TASKS, encode_prompt, load_prompts
+from lab.harness.prompts import SPEC_BENCH_TASKS, Prompt, encode_prompts, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
 from lab.harness.stats import summarize_runs
 from lab.harness.timing import ForwardTimer, progress_bar
-from lade.rows import left_pad
+from lade.rows import left_pad, row_lengths
 
 SETS = ("mt_bench", "humaneval", "spec_bench")
 BATCH_SIZES = (1, 2, 4, 8, 16)
@@ -83,13 +83,6 @@ BATCH_COLUMNS = {
 }
 
 
-@dataclass(frozen=True)
-class _Prompt:
-    set_name: str
-    prompt_id: str
-    ids: torch.Tensor  # [T] the encoded prompt
-
-
 def spread_prompts(name: str, n: int) -> list[dict[str, Any]]:
     """The first `n` prompts of set `name` (rows with id, prompt and the set they were encoded for); 'spec_bench': the
     first questions of its six tasks in turn, so that any consecutive six hold one of each task."""
@@ -102,13 +95,9 @@ def spread_prompts(name: str, n: int) -> list[dict[str, Any]]:
     return turns[:n]
 
 
-def _encode(tokenizer, prompt_sets: Sequence[str], n_prompts: int, prompt_format: str) -> dict[str, list[_Prompt]]:
-    out = {}
-    for name in prompt_sets:
-        rows = spread_prompts(name, n_prompts)
-        out[name] = [_Prompt(name, r["id"], encode_prompt(tokenizer, r["prompt"], r["encode_as"], prompt_format)
-                             .input_ids[0]) for r in rows]
-    return out
+def _encode(tokenizer, prompt_sets: Sequence[str], n_prompts: int, prompt_format: str) -> dict[str, list[Prompt]]:
+    return {name: encode_prompts(tokenizer, name, spread_prompts(name, n_prompts), prompt_format)
+            for name in prompt_sets}
 
 
 @dataclass
@@ -129,24 +118,14 @@ def _generate(model, method: Method, ids: torch.Tensor, mask: torch.Tensor, gen_
     return _Run(run.new, run.wall, run.timer, row_steps, nodes)
 
 
-def row_lengths(new: torch.Tensor, eos_ids: Sequence[int]) -> list[int]:
-    """Tokens each row generated: up to and including its first EOS (`eos_ids`), else all. new: [B, T]."""
-    lengths = []
-    for row in new:
-        hits = torch.isin(row, torch.tensor(list(eos_ids), dtype=row.dtype)).nonzero() if eos_ids else []
-        lengths.append(int(hits[0, 0]) + 1 if len(hits) else int(row.numel()))
-    return lengths
+def _eos_ids(model, ignore_eos: bool) -> torch.Tensor | None:
+    """The ids that end a row (lade.rows.row_lengths counts through the first), None when EOS is ignored."""
+    eos = None if ignore_eos else model.generation_config.eos_token_id
+    return None if eos is None else torch.tensor([eos] if isinstance(eos, int) else list(eos))
 
 
-def _eos_ids(model, ignore_eos: bool) -> list[int]:
-    if ignore_eos:
-        return []
-    eos = model.generation_config.eos_token_id
-    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
-
-
-def _batch_rows(prompts: list[_Prompt], size: int, batch: int, methods: list[Method], runs: dict[str, _Run],
-                order: list[Method], labels: dict[str, str], eos: list[int]) -> list[dict[str, Any]]:
+def _batch_rows(prompts: list[Prompt], size: int, batch: int, methods: list[Method], runs: dict[str, _Run],
+                order: list[Method], labels: dict[str, str], eos: torch.Tensor | None) -> list[dict[str, Any]]:
     """One record per method of one batch, each paired with plain greedy's run of the same batch."""
     plain = runs[REFERENCE]
     plain_rows = [r[:n] for r, n in zip(plain.new, row_lengths(plain.new, eos))]
@@ -225,7 +204,7 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
     # 3 warm up every method untimed on a batch of two
     if warmup:
         first = next(iter(prompts.values()))[:2]
-        ids, mask = left_pad([p.ids for p in first], pad)
+        ids, mask = left_pad([p.tokens for p in first], pad)
         for method in everything:
             _generate(model, method, ids.to(device), mask.to(device),
                       {**gen_kwargs, "max_new_tokens": min(8, max_new_tokens)}, latency)
@@ -236,7 +215,7 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
         measure_row_profiles(model, everything, [len(chunk) for _, _, chunk in batches])
     records = []
     for turn, (size, k, chunk) in enumerate(progress_bar(batches, show=progress, desc="batches", unit="batch")):
-        ids, mask = left_pad([p.ids for p in chunk], pad)  # [B, P], [B, P]
+        ids, mask = left_pad([p.tokens for p in chunk], pad)  # [B, P], [B, P]
         order = rotated(everything, turn)
         runs = {m.name: _generate(model, m, ids.to(device), mask.to(device), gen_kwargs, latency) for m in order}
         records += _batch_rows(chunk, size, k, everything, runs, order, labels, eos)

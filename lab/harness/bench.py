@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,8 @@ import torch
 
 from lab.harness.agreement import first_divergence
 from lab.harness.methods import Method, measure_row_profiles, parse_config, reference_method
-from lab.harness.prompts import EncodedPrompt, encode_prompt, load_prompts
+from lab.harness.prompts import EncodedPrompt, encode_prompts, load_prompts
+from lab.harness.prompts import Prompt as _Prompt  # one prompt as fed (lab.studies.corpus_bench builds them too)
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
 from lab.harness.stats import summarize_runs
@@ -207,25 +207,11 @@ def _prompt_counts(prompt_sets: Sequence[str], n_prompts: int | Mapping[str, int
     return counts, widest
 
 
-@dataclass(frozen=True)
-class _Prompt:
-    set_name: str
-    prompt_id: str
-    encoded: EncodedPrompt
-    ids: tuple[torch.Tensor, torch.Tensor]  # input ids, attention mask on the model's device: [1, T], [1, T]
-    all_methods: bool  # among the first n_prompts of its set (else only the headline methods and greedy run it)
-
-
 def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
             prompt_format: str, split: str = "evaluation") -> list[_Prompt]:
     device = next(model.parameters()).device
-    prompts = []
-    for name in prompt_sets:
-        for j, row in enumerate(load_prompts(name, widest[name], split=split)):
-            encoded = encode_prompt(tokenizer, row["prompt"], name, prompt_format)
-            ids = (encoded.input_ids.to(device), encoded.attention_mask.to(device))
-            prompts.append(_Prompt(name, str(row["id"]), encoded, ids, j < counts[name]))
-    return prompts
+    return [prompt for name in prompt_sets for prompt in encode_prompts(
+        tokenizer, name, load_prompts(name, widest[name], split=split), prompt_format, device, counts[name])]
 
 
 def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dict[str, Any], repeats: int,

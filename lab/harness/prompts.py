@@ -235,6 +235,36 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, prompt_set: s
     return EncodedPrompt(input_ids, torch.ones_like(input_ids), text, fmt)
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of a set as the benchmarks feed it (lab.harness.bench, lab.harness.batched): where it comes from, its
+    encoding, and its ids on the model's device."""
+
+    set_name: str  # the set as asked for ("mt_bench", "spec_bench", "spec_bench:qa", ...)
+    prompt_id: str
+    encoded: EncodedPrompt
+    ids: tuple[torch.Tensor, torch.Tensor]  # input ids, attention mask on the model's device: [1, T], [1, T]
+    all_methods: bool = True  # among the prompts every method runs (lab.harness.bench: else its headline methods only)
+
+    @property
+    def tokens(self) -> torch.Tensor:
+        """The encoded prompt's ids, [T] (on the CPU), as a batch's rows are padded from them."""
+        return self.encoded.input_ids[0]
+
+
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, set_name: str, rows, prompt_format: str = "auto",
+                   device: torch.device | str = "cpu", all_methods: int | None = None) -> list[Prompt]:
+    """Encode rows of a prompt set (dicts, or a load_prompts Dataset, with `id`, `prompt` and optionally `encode_as`:
+    the set whose prompt format applies, default `set_name`); the first `all_methods` rows (default: every row) are
+    the ones every method runs."""
+    prompts = []
+    for j, row in enumerate(rows):
+        encoded = encode_prompt(tokenizer, row["prompt"], row.get("encode_as") or set_name, prompt_format)
+        ids = (encoded.input_ids.to(device), encoded.attention_mask.to(device))
+        prompts.append(Prompt(set_name, str(row["id"]), encoded, ids, all_methods is None or j < all_methods))
+    return prompts
+
+
 def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str,
                 system: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Chat-template `prompt` for an instruct model: (input_ids [1, T], attention_mask [1, T] of ones)."""

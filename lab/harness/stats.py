@@ -106,35 +106,3 @@ def summarize_runs(df: pd.DataFrame, reference: str = "greedy", keys: Sequence[s
                      "compression": float(compression(*counts)), "compression_low": c_low,
                      "compression_high": c_high})
     return pd.DataFrame(rows)
-
-
-def planned_speedup_intervals(df: pd.DataFrame, method: str, sizes: Sequence[int], reference: str = "greedy",
-                              target: float = 0.1, draws: int = 40, seed: int = SEED,
-                              n_resamples: int = 1000) -> pd.DataFrame:
-    """Sample-size planning from a pilot: for each n in `sizes`, draw n prompts with replacement from the pilot's
-    (reference, method) pairs `draws` times and compute each draw's speedup interval as `summarize_runs` would.
-
-    One row per n: median distance of the interval's ends below and above the estimate, the 90th percentile of the
-    distance above, and the share of draws whose interval reaches more than `target` above or below the estimate.
-    """
-    merged = _paired(df, reference, ("method",))
-    group = merged[merged["method"] == method]
-    if len(group) < 2:
-        raise ValueError(f"the pilot has {len(group)} prompt(s) of {method!r} paired with {reference!r}: "
-                         "need two or more")
-    pairs = np.stack([group[c].to_numpy(float) for c in ("new_tokens_ref", "wall_s_ref", "new_tokens", "wall_s")])
-    rng = np.random.default_rng(seed)
-    rows = []
-    for n in sizes:
-        below, above = [], []
-        for draw in range(draws):
-            sample = pairs[:, rng.integers(0, pairs.shape[1], n)]  # [4, n]
-            estimate = float(speedup(*sample))
-            low, high = interval(speedup, tuple(sample), n_resamples=n_resamples, seed=seed + draw)
-            below.append(estimate - low)
-            above.append(high - estimate)
-        below, above = np.asarray(below), np.asarray(above)
-        rows.append({"prompts": n, "below": float(np.median(below)), "above": float(np.median(above)),
-                     "above_p90": float(np.quantile(above, 0.9)),
-                     "share_wider_than_target": float(np.mean((above > target) | (below > target)))})
-    return pd.DataFrame(rows)

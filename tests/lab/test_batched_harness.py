@@ -12,7 +12,6 @@ from lab.harness.batched import (
     POOLED,
     check_rows,
     main,
-    row_lengths,
     run_batched,
     spread_prompts,
     summarize_batches,
@@ -25,6 +24,7 @@ from lab.pipeline.plan import notebook_work
 from lab.pipeline.specs import model_entries, notebook_parameters
 from lab.studies.batch_headroom import HEADROOM_COLUMNS, headroom, replay
 from lab.studies.batch_headroom import main as headroom_main
+from lade.rows import row_lengths
 from tiny_hub import save_tiny_chat_model
 
 FLAT = lambda q: 1e-3  # noqa: E731  a latency model where wide steps are free: auto drafts
@@ -153,10 +153,12 @@ def test_bad_settings_are_refused_before_any_work(tiny):
 
 
 def test_row_lengths_stop_at_the_first_eos():
-    """A row counts its tokens up to and including its first EOS (the padding after it is not generated)."""
+    """A row counts its tokens up to and including its first EOS (the padding after it is not generated): the rule
+    lade's hand-over to plain decoding counts by (lade.rows), which the harness reuses."""
     new = torch.tensor([[5, 6, 2, 2], [5, 6, 7, 8], [2, 0, 0, 0]])
-    assert row_lengths(new, [2]) == [3, 4, 1]
-    assert row_lengths(new, []) == [4, 4, 4]
+    assert row_lengths(new, torch.tensor([2])) == [3, 4, 1]
+    assert row_lengths(new, torch.tensor([9, 2])) == [3, 4, 1]
+    assert row_lengths(new, None) == row_lengths(new, torch.tensor([], dtype=torch.long)) == [4, 4, 4]
 
 
 def test_cli_writes_results(tiny, tmp_path, capsys):

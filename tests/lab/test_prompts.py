@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lab.harness.prompts import REFERENCE_SUMMARY, SUMMARY_PREFIX, VICUNA, encode_prompt, load_prompts
+from lab.harness.prompts import REFERENCE_SUMMARY, SUMMARY_PREFIX, VICUNA, encode_prompt, encode_prompts, load_prompts
 from tiny_hub import tiny_tokenizer
 
 
@@ -65,3 +65,18 @@ def test_vicuna_is_spec_benchs_conversation_prompt(base_tok):
 def test_unknown_format_is_refused(chat_tok):
     with pytest.raises(ValueError, match="prompt_format 'markdown'"):
         encode_prompt(chat_tok, "hi", "mt_bench", "markdown")
+
+
+def test_encode_prompts_is_the_benchmarks_one_encoder(chat_tok):
+    """lab.harness.bench and lab.harness.batched feed prompts encoded by encode_prompts: a row's `encode_as` picks
+    the set whose format applies (a Spec-Bench task in a mixed list), the first `all_methods` rows are marked, and
+    the ids on the device equal the encoding's."""
+    rows = [{"id": 3, "prompt": "Summarize: a story.", "encode_as": "spec_bench:summarization"},
+            {"id": "q7", "prompt": "Who wrote Hamlet?"}]
+    first, second = encode_prompts(chat_tok, "spec_bench", rows, "reference", all_methods=1)
+    assert (first.set_name, first.prompt_id, first.all_methods) == ("spec_bench", "3", True)
+    assert first.encoded.text == encode_prompt(chat_tok, rows[0]["prompt"], "spec_bench:summarization",
+                                               "reference").text
+    assert (second.prompt_id, second.all_methods, second.encoded.format) == ("q7", False, "chat")
+    assert torch.equal(second.ids[0], second.encoded.input_ids) and torch.equal(second.tokens, second.ids[0][0])
+    assert all(p.all_methods for p in encode_prompts(chat_tok, "mt_bench", rows[1:]))

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.harness.stats import compression, interval, planned_speedup_intervals, speedup, summarize_runs
+from lab.harness.stats import compression, interval, speedup, summarize_runs
 
 
 def test_definitions_on_known_counts():
@@ -55,22 +55,3 @@ def test_summarize_runs_pairs_prompts_with_their_reference():
         summarize_runs(runs[~((runs["method"] == "greedy") & (runs["prompt_id"] == "1"))])
     with pytest.raises(ValueError, match="lack columns"):
         summarize_runs(runs.drop(columns="wall_s"))
-
-
-def test_planned_intervals_narrow_with_the_square_root_of_the_prompts():
-    """Drawing n prompts from a pilot: four times the prompts give about half the interval; a pilot whose method is
-    always twice as fast gives zero width; a method without two paired prompts is refused."""
-    rng = np.random.default_rng(7)
-    greedy = rng.uniform(3.0, 4.0, 30)
-    runs = _runs({"greedy": list(greedy), "fast": list(greedy / rng.lognormal(0.3, 0.25, 30))},
-                 {"greedy": [64] * 30, "fast": [32] * 30})
-    plan = planned_speedup_intervals(runs, "fast", [20, 80], draws=20).set_index("prompts")
-    assert 0.35 < plan.loc[80, "above"] / plan.loc[20, "above"] < 0.65
-    assert 0.35 < plan.loc[80, "below"] / plan.loc[20, "below"] < 0.65
-    assert plan.loc[20, "above_p90"] >= plan.loc[20, "above"]
-    exact = _runs({"greedy": [2.0, 4.0, 6.0], "fast": [1.0, 2.0, 3.0]}, {"greedy": [64] * 3, "fast": [32] * 3})
-    exact_plan = planned_speedup_intervals(exact, "fast", [5], draws=3)
-    assert exact_plan.loc[0, "above"] == pytest.approx(0.0) and exact_plan.loc[0, "share_wider_than_target"] == 0.0
-    assert planned_speedup_intervals(runs, "fast", [3], target=1e-6, draws=5).loc[0, "share_wider_than_target"] == 1.0
-    with pytest.raises(ValueError, match="need two or more"):
-        planned_speedup_intervals(exact, "missing", [5])
