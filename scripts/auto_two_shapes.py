@@ -5,7 +5,8 @@ profile): how many tokens each step feeds. SmolLM2 is loaded as the lab loads it
 
     PYTHONPATH=. python scripts/auto_two_shapes.py --prompts 4 --max-new-tokens 96 --threads 1
 
-Writes data/results/experiments/auto_two_shapes/choices.json (with provenance) and prints one row per profile.
+Writes data/results/experiments/auto_two_shapes/choices.json (its provenance beside it, choices.json.provenance.json)
+and prints one row per profile.
 """
 
 from __future__ import annotations
@@ -74,11 +75,12 @@ def main() -> None:
     rows = {f"{name}{'' if online else ', profile only'}": decode_with(profile, model, prompts, args.max_new_tokens,
                                                                          online)
             for online in (True, False) for name, profile in profiles}
-    record = {"rows": rows, "profiles": {"SmolLM2-135M": small.__dict__, "llama-1B-shape": large.__dict__},
-              "provenance": provenance(prompts_per_set=args.prompts, max_new_tokens=args.max_new_tokens,
-                                       threads=args.threads, shape=LLAMA_1B)}
+    record = {"rows": rows, "profiles": {"SmolLM2-135M": small.__dict__, "llama-1B-shape": large.__dict__}}
+    prov = provenance(prompts_per_set=args.prompts, max_new_tokens=args.max_new_tokens, threads=args.threads,
+                      shape=LLAMA_1B)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1, default=list))
+    Path(f"{args.out}.provenance.json").write_text(json.dumps({"provenance": prov}, indent=2, default=str))
     print(f"{'latency profile':48} {'config':22} {'l(4)/l(1)':>9} {'l(16)/l(1)':>10} {'fed/step':>8} "
           f"{'1-token':>7} {'compr.':>6}")
     for name, r in rows.items():

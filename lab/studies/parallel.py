@@ -5,7 +5,8 @@ per rank count (gloo on CPU, loopback only; NCCL on CUDA, where each rank loads 
 in the requested dtype); the total window and guess set grow with R (W = R * window_share,
 G = R * guess_share). A last row decodes the largest total window in one process, for reference: its
 compression must equal the parallel one (the union of the ranks' shares is the single-process step), while
-each rank feeds fewer tokens per step. Results: data/results/distributed_scaling.jsonl with provenance.
+each rank feeds fewer tokens per step. Results: data/results/distributed_scaling.jsonl, each row with the provenance,
+which distributed_scaling.jsonl.provenance.json beside it also holds (as every results file's).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def compression_vs_ranks(ranks: tuple[int, ...] = (1, 2), window_share: int = 3,
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text("".join(json.dumps(row) + "\n" for row in rows))
+        Path(f"{out}.provenance.json").write_text(json.dumps({"provenance": record}, indent=2, default=str))
     return rows
 
 
