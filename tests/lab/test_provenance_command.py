@@ -33,3 +33,16 @@ def test_a_script_records_its_own_command_line(tmp_path):
     argv, notebook = json.loads(done.stdout)
     assert argv.startswith(shlex.quote(sys.executable) + " -c ") and argv.endswith(" --batch-sizes 2,4")
     assert notebook is None
+
+
+def test_lookahead_parallelism_results_have_a_provenance_sidecar(tmp_path, monkeypatch):
+    """lab.studies.parallel writes its rows (each carrying the provenance, as notebook 03 reads them) and the same
+    record beside them as every results file has it, so lab.pipeline.cite can cite the file."""
+    from lab.pipeline import cite
+    from lab.studies import parallel
+
+    monkeypatch.setattr(parallel, "_launch", lambda ranks, *args: {"ranks": ranks, "output_digest": "d"})
+    out = tmp_path / "distributed_scaling.jsonl"
+    rows = parallel.compression_vs_ranks(ranks=(1, 2), out=out)
+    assert cite.read_provenance(out) == rows[0]["provenance"]
+    assert cite.environment(cite.read_provenance(out))["lade"] == lade.__version__
