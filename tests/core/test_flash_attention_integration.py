@@ -30,7 +30,7 @@ from transformers import PreTrainedModel
 import lade
 from lade.attention import kernels
 from lade.attention.choice import choose_attention
-from lade.attention.interface import split_attention_forward
+from lade.attention.interface import flex_attention_forward, split_attention_forward
 from tiny_models import COMMON, random_prompt, tiny_model
 
 PAD = COMMON["pad_token_id"]
@@ -42,7 +42,7 @@ DRAFTS_COST = lambda q: 1.0 + 0.5 * q  # noqa: E731  ... and one under which "au
 FAMILIES = {"llama": {}, "mistral": dict(sliding_window=96)}  # mistral: a window these calls stay below
 
 
-# -- the stand-in -------------------------------------------------------------------------------------------------
+# -- the stand-in ------------------------------------------------------------------------------------------------------
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool,
             window: tuple[int, int], softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -157,7 +157,7 @@ def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
     return lade.left_pad([random_prompt(s, length=10 + 6 * s)[0] for s in range(3)], PAD)
 
 
-# -- 1. the stand-in is exact attention -----------------------------------------------------------------------------
+# -- 1. the stand-in is exact attention --------------------------------------------------------------------------------
 
 def _sdpa(q, k, v, visible: torch.Tensor) -> torch.Tensor:
     """Reference: q [Sq, H, D], k/v [Sk, Hkv, D], visible [Sq, Sk] bool -> [Sq, H, D] through torch's SDPA."""
@@ -202,7 +202,7 @@ def test_standin_varlen_equals_each_sequence_alone_and_zeros_rows_that_see_nothi
     assert torch.equal(early[:3], torch.zeros_like(early[:3])) and early[3:].abs().sum() > 0
 
 
-# -- 2. transformers' integration through the stand-in is the model's own attention ---------------------------------
+# -- 2. transformers' integration through the stand-in is the model's own attention ------------------------------------
 
 @pytest.mark.parametrize("arch, overrides", [("llama", {}), ("mistral", dict(sliding_window=12))])
 def test_transformers_flash_attention_2_decodes_as_sdpa(fa2, arch, overrides):
@@ -220,7 +220,7 @@ def test_transformers_flash_attention_2_decodes_as_sdpa(fa2, arch, overrides):
     assert fa2.windows == ({(-1, -1), (11, 11)} if overrides else {(-1, -1)})
 
 
-# -- 3. lade on a flash_attention_2 model ---------------------------------------------------------------------------
+# -- 3. lade on a flash_attention_2 model ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", FAMILIES)
 def test_lade_greedy_equals_plain_flash_attention_2_generate(fa2, arch):
@@ -268,7 +268,7 @@ def test_a_handed_over_batch_runs_transformers_flash_attention_2(fa2):
     assert fa2.varlen - varlen == 2 * 16
 
 
-# -- 4. lade's split path through the flash-attn package's functions ------------------------------------------------
+# -- 4. lade's split path through the flash-attn package's functions ---------------------------------------------------
 
 @pytest.fixture
 def flash_attn_package(monkeypatch) -> None:
@@ -296,16 +296,17 @@ def test_lade_split_through_flash_attn_equals_plain_flash_attention_2_generate(f
     assert torch.equal(lade.generate(model, ids, FIXED, **GREEDY), want)
 
 
-# -- 5. lade_split and a sliding window -----------------------------------------------------------------------------
+# -- 5. lade_split, lade_flex and a sliding window ---------------------------------------------------------------------
 
-def test_split_takes_a_sliding_window_wider_than_its_keys_and_refuses_a_narrower_one():
+@pytest.mark.parametrize("forward", [split_attention_forward, flex_attention_forward])
+def test_a_sliding_window_wider_than_the_keys_is_computed_and_a_narrower_one_refused(forward):
     """Below its window a sliding-window layer sees every key (lade.windows keeps lade's calls there), so lade_split
-    computes it exactly; a window the forward's keys reach is refused, never dropped."""
+    and lade_flex compute it exactly; a window the forward's keys reach is refused, never dropped."""
     g = torch.Generator().manual_seed(3)
     q, k, v = torch.randn(1, 4, 3, 8, generator=g), torch.randn(1, 2, 10, 8, generator=g), torch.randn(1, 2, 10, 8,
                                                                                                          generator=g)
     block = torch.ones(1, 1, 3, 3, dtype=torch.bool).tril()
-    plain = split_attention_forward(None, q, k, v, block)[0]
-    assert torch.equal(split_attention_forward(None, q, k, v, block, sliding_window=10)[0], plain)
+    plain = forward(None, q, k, v, block)[0]
+    assert torch.equal(forward(None, q, k, v, block, sliding_window=10)[0], plain)
     with pytest.raises(ValueError, match="sliding window narrower than its keys"):
-        split_attention_forward(None, q, k, v, block, sliding_window=9)
+        forward(None, q, k, v, block, sliding_window=9)
