@@ -271,11 +271,19 @@ def test_a_handed_over_batch_runs_transformers_flash_attention_2(fa2):
 # -- 4. lade's split path through the flash-attn package's functions ---------------------------------------------------
 
 @pytest.fixture
-def flash_attn_package(monkeypatch) -> None:
+def flash_attn_package(monkeypatch) -> list[bool]:
     """The stand-in as the flash_attn package, and lade's prefix kernel choosing it (as on a GPU with flash-attn
-    installed), so that lade's own calls of flash_attn_func (argument layout, causal prefill, returned lse) run."""
-    monkeypatch.setitem(sys.modules, "flash_attn", types.SimpleNamespace(flash_attn_func=flash_attn_func))
+    installed), so that lade's own calls of flash_attn_func (argument layout, causal prefill, returned lse) run.
+    Yields the `causal` argument of each call."""
+    causal: list[bool] = []
+
+    def counted(*args, **kwargs):
+        causal.append(kwargs["causal"])
+        return flash_attn_func(*args, **kwargs)
+
+    monkeypatch.setitem(sys.modules, "flash_attn", types.SimpleNamespace(flash_attn_func=counted))
     monkeypatch.setattr(kernels, "prefix_kernel", lambda query: "flash_attn")
+    return causal
 
 
 def test_split_prefix_through_flash_attn_equals_the_exact_prefix(flash_attn_package):
@@ -286,6 +294,7 @@ def test_split_prefix_through_flash_attn_equals_the_exact_prefix(flash_attn_pack
     want, want_lse = kernels.prefix_attention(q, k, v, 0.3, kernel="math")
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(lse, want_lse)
+    assert flash_attn_package == [False]
 
 
 @pytest.mark.parametrize("arch", FAMILIES)
@@ -294,6 +303,7 @@ def test_lade_split_through_flash_attn_equals_plain_flash_attention_2_generate(f
     ids = random_prompt(4, length=30)
     want = model.generate(ids, attention_mask=torch.ones_like(ids), **GREEDY)
     assert torch.equal(lade.generate(model, ids, FIXED, **GREEDY), want)
+    assert {True, False} <= set(flash_attn_package)  # the causal prefill and the unmasked cache prefix of each step
 
 
 # -- 5. lade_split, lade_flex and a sliding window ---------------------------------------------------------------------
