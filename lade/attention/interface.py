@@ -28,11 +28,20 @@ SDPA = "lade_sdpa"
 sdpa_attention_forward, ALL_MASK_ATTENTION_FUNCTIONS = sdpa_attention()
 
 
-def _check_plain(name: str, dropout: float, kwargs: dict) -> None:
-    """Refuse attention variants these paths do not compute, instead of silently dropping them."""
+def _check_plain(name: str, dropout: float, kwargs: dict, keys: int) -> None:
+    """Refuse attention variants these paths do not compute, instead of silently dropping them. A sliding window
+    (query at position i sees keys at i - window < j <= i) wider than the forward's `keys` hides none of them, so
+    it is computed exactly by ignoring it, as transformers' flash-attention integration does below the window
+    (lade.windows refuses, before any forward, a call whose forwards would reach it)."""
     if dropout:
         raise ValueError(f"{name} computes inference attention only; put the model in eval() (dropout={dropout})")
-    for key in ("softcap", "sliding_window", "s_aux", "position_bias"):
+    window = kwargs.get("sliding_window")
+    if window is not None and keys > window:
+        raise ValueError(
+            f"{name} does not implement a sliding window narrower than its keys ({window} < {keys}); lookahead "
+            "steps are exact only below the window: lower max_new_tokens or decode with plain generate"
+        )
+    for key in ("softcap", "s_aux", "position_bias"):
         if kwargs.get(key) is not None:
             raise ValueError(
                 f"{name} does not implement `{key}` (set by this model's attention); use LookaheadConfig("
@@ -43,7 +52,7 @@ def _check_plain(name: str, dropout: float, kwargs: dict) -> None:
 def split_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                             attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                             **kwargs) -> tuple[torch.Tensor, None]:
-    _check_plain(SPLIT, dropout, kwargs)
+    _check_plain(SPLIT, dropout, kwargs, key.shape[2])
     q = query.shape[2]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if attention_mask is None and key.shape[2] == q:
@@ -76,7 +85,7 @@ def _visibility(name: str, mask: torch.Tensor | None, batch: int, q: int, kv: in
 def flex_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                            attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                            **kwargs) -> tuple[torch.Tensor, None]:
-    _check_plain(FLEX, dropout, kwargs)
+    _check_plain(FLEX, dropout, kwargs, key.shape[2])
     q, kv = query.shape[2], key.shape[2]
     prefix, block = _visibility(FLEX, attention_mask, query.shape[0], q, kv, query.device)
     block_mask = tree_block_mask(block, kv - q, prefix)
