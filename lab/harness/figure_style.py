@@ -33,6 +33,8 @@ ERRORBAR = dict(fmt="none", ecolor="0.1", elinewidth=1.2, capsize=3, zorder=4)
 MIN_INTERVAL = 5  # prompts below which a mean gets no interval (its single prompts are shown instead)
 GROUP_HEADER = "group-header"  # gid of the text naming a bar group's source, device and precision
 UNITY = "unity"  # gid of the y = 1 (no speedup) line
+STAMP = "results-commit"  # gid of the visible note naming the commit of the results a figure draws
+PREDICTED_HATCH = "xx"  # hatch of bars (and label prefix "predicted") for numbers the cost model predicts
 
 
 def setup_style() -> None:
@@ -114,6 +116,7 @@ def save(fig: plt.Figure, name: str, quick: bool, provenance: Mapping[str, Any])
     """Write `<figures>/<name>.png` and `.pdf` (no timestamps: the same figure gives the same bytes), each stamped
     with the provenance of the results it draws (commit, dirty flag, weights digest). Returns both paths."""
     note = provenance_note(provenance)
+    stamp(fig, provenance)
     clean_ticks(fig)
     base = figures_dir(quick) / name
     paths = [base.with_suffix(".png"), base.with_suffix(".pdf")]
@@ -133,6 +136,20 @@ def provenance_note(prov: Mapping[str, Any]) -> str:
     if params.get("weights_sha256"):
         parts.append(f"weights sha256 {params['weights_sha256']}")
     return "; ".join(parts)
+
+
+def commit_label(prov: Mapping[str, Any]) -> str:
+    """'results: commit ef75d82' (+ ', dirty tree' when the run's checkout had uncommitted changes)."""
+    provenance_note(prov)  # the same refusal as save's for a record without a commit
+    commit = str(prov["git_commit"] or "unknown")[:7]
+    return f"results: commit {commit}" + (", dirty tree" if prov.get("git_dirty") else "")
+
+
+def stamp(fig: plt.Figure, prov: Mapping[str, Any]) -> None:
+    """Write the results' commit (commit_label) visibly at the figure's bottom right, as the figure-wide x label,
+    which the layout keeps clear of the axes and legends (so figure functions leave supxlabel to this). Stamping
+    again replaces the text."""
+    fig.supxlabel(commit_label(prov), x=0.995, ha="right", fontsize=7, color="0.35", gid=STAMP)
 
 
 def unity(ax: plt.Axes, horizontal: bool = True, label: str = "1x: no speedup") -> None:

@@ -95,8 +95,8 @@ def latency_plot(curves: pd.DataFrame, measured: pd.DataFrame, published: pd.Dat
 
 
 def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str, heading: str) -> plt.Figure:
-    """Calibrated speedup per GPU class x config with its 95% band, one panel per model (two per row); blank where
-    the fp16 weights do not fit one GPU; a black frame marks the recommended config, 'pub' a published measurement
+    """Calibrated speedup per GPU class x config with its 95% band, one panel per model (stacked; each shows only
+    the GPU classes that hold the model's fp16 weights, blank cells where a config's cache does not fit); a black frame marks the recommended config, 'pub' a published measurement
     of the same cell ('pub?' where that value is unverified); * marks GPU classes with published speedups (the
     others use the transfer rule and its error)."""
     rows = predictions[predictions["task"] == task]
@@ -106,44 +106,53 @@ def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str
     configs = sorted(dict.fromkeys(rows["config"]), key=lambda c: (size[c], c))
     calibrated = set(predictions.loc[predictions["sigma_source"] == "leave-one-out", "gpu"])
     doubtful = unverified_points()
-    ncols = min(len(models), 2)
-    nrows = -(-len(models) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(0.95 * len(configs) * ncols + 3, (0.5 * len(gpus) + 1.2) * nrows
-                                                    + 1.2), sharey=True, squeeze=False)
+    fits = {m: [g for g in gpus if rows[(rows["model"] == m) & (rows["gpu"] == g)]["fits_memory"].any()]
+            for m in models}
+    models = [m for m in models if fits[m]]  # a model no class holds has nothing to show
+    heights = [len(fits[m]) + 1.2 for m in models]
+    fig, axes = plt.subplots(len(models), 1, figsize=(1.25 * len(configs) + 4, 0.55 * sum(heights) + 1.6),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes.ravel()
     norm = plt.matplotlib.colors.TwoSlopeNorm(vcenter=1.0, vmin=0.4, vmax=2.2)
     for ax, model in zip(axes, models):
         part = rows[rows["model"] == model].set_index(["gpu", "config"])
-        grid = np.full((len(gpus), len(configs)), np.nan)
-        for i, g in enumerate(gpus):
+        mine = fits[model]
+        grid = np.full((len(mine), len(configs)), np.nan)
+        for i, g in enumerate(mine):
             for j, c in enumerate(configs):
                 r = part.loc[(g, c)]
                 if not r["fits_memory"]:
                     continue
                 grid[i, j] = r["speedup"]
                 pub = pd.notna(r["published_speedup"])
-                ax.text(j, i - (0.22 if pub else 0.12), f"{r['speedup']:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i - (0.25 if pub else 0.14), f"{r['speedup']:.2f}", ha="center", va="center", fontsize=9,
                         weight="bold")
-                ax.text(j, i + (0.04 if pub else 0.22), f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}",
-                        ha="center", va="center", fontsize=6.5)
+                ax.text(j, i + (0.05 if pub else 0.2), f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}",
+                        ha="center", va="center", fontsize=7.5)
                 if pub:
                     mark = "pub?" if r.get("published_point", "") in doubtful else "pub"
-                    ax.text(j, i + 0.3, f"{mark} {r['published_speedup']:.2f}", ha="center", va="center", fontsize=6.5)
+                    ax.text(j, i + 0.32, f"{mark} {r['published_speedup']:.2f}", ha="center", va="center",
+                            fontsize=7.5)
         image = ax.imshow(grid, cmap="PuOr", norm=norm, aspect="auto")
         chosen = best[(best["model"] == model) & (best["task"] == task)]
         for r in chosen.itertuples():
-            i, j = gpus.index(r.gpu), configs.index(r.config)
-            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
+            if r.gpu in mine:
+                i, j = mine.index(r.gpu), configs.index(r.config)
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
         ax.set_xticks(range(len(configs)), configs, fontsize=8)
-        ax.set_yticks(range(len(gpus)), [f"{g} *" if g in calibrated else g for g in gpus], fontsize=8)
-        ax.set(title=f"{model} (blank: does not fit)", xlabel="config N,W,G")
+        ax.set_yticks(range(len(mine)), [f"{g} *" if g in calibrated else g for g in mine], fontsize=8)
+        hidden = len(gpus) - len(mine)
+        ax.set_title(f"{model}, predicted" + (f" ({hidden} GPU classes without room for its fp16 weights left out;"
+                                              " blank: does not fit)" if hidden else ""), fontsize=9)
+        ax.set(xlabel="config N,W,G")
         ax.grid(False)
-    for ax in axes[len(models):]:
-        ax.set_visible(False)
-    bar = fig.colorbar(image, ax=axes[: len(models)].tolist(), label="predicted speedup over greedy (x)", shrink=0.6)
+    bar = fig.colorbar(image, ax=axes.tolist(), label="predicted speedup over greedy (x), 95% band below",
+                       shrink=0.6)
     unity(bar.ax)
-    fig.supxlabel("*: GPU class with published speedups (leave-one-out band); others: transfer band. "
-                  "pub: published speedup of that cell (pub?: unverified)", fontsize=8)
+    note = ("*: GPU class with published speedups (leave-one-out band); others: transfer band. "
+            "pub: published speedup of that cell (pub?: unverified). Frame: recommended config")
+    axes[-1].annotate(note, (0.5, 0), xycoords="axes fraction", xytext=(0, -34), textcoords="offset points",
+                      ha="center", va="top", fontsize=8, color="0.25")
     fig.suptitle(heading)
     return fig
 

@@ -274,6 +274,10 @@ def test_save_requires_provenance_and_stamps_it(tmp_path, monkeypatch):
     from PIL import Image
     assert Image.open(png).info["Description"] == "git abc (dirty); weights sha256 f00"
     assert re.search(rb"git abc \\?\(dirty\\?\); weights sha256 f00", pdf.read_bytes())  # PDF escapes parentheses
+    shown = [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP and t.get_visible()]
+    assert shown == ["results: commit abc, dirty tree"]  # and on the figure itself, where a reader sees it
+    fg.save(fig, "x", False, {**PROVENANCE, "git_commit": "0123456789abcdef"})  # saving again replaces the stamp
+    assert [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP] == ["results: commit 0123456"]
     matplotlib.pyplot.close(fig)
 
 
@@ -289,6 +293,7 @@ def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypat
                 matplotlib.pyplot.close(fig)
                 continue
             fig.canvas.draw()  # the saved figure, checked
+            stamps = [t.get_text() for t in _drawn_texts(fig) if t.get_gid() == fs.STAMP]
             axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
             for ax in axes:
                 assert ax.get_xlabel() or ax.get_ylabel() or ax.get_title(), f"{name}: an axes without labels"
@@ -307,6 +312,7 @@ def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypat
                 box = legend.get_window_extent(renderer)
                 assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in axes), f"{name}: legend on axes"
             matplotlib.pyplot.close(fig)
+        assert stamps == [fs.commit_label(PROVENANCE)], f"{name}: the results commit is not shown: {stamps}"
         assert saved[0][0] == saved[1][0], f"{name}: PNG bytes differ"
         assert saved[0][1] == saved[1][1], f"{name}: PDF bytes differ"
         assert b"weights sha256 f00" in saved[0][1]
