@@ -69,9 +69,12 @@ def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.D
     limit = capped_limit([*summary["speedup"], *summary["speedup_high"], *known["speedup"], 1.0],
                          [v for values in per_prompt.values() for v in values])
     ax.bar(xs, summary["speedup"], 0.6, **MEASURED_BAR, label=MEASURED_LABEL)
-    errorbars(ax, xs, summary["speedup"], interval_errors(summary, "speedup"))
-    for x, r in zip(xs, summary.itertuples()):
+    errors = interval_errors(summary, "speedup")
+    errorbars(ax, xs, summary["speedup"], errors)
+    for x, r, high in zip(xs, summary.itertuples(), summary["speedup"].to_numpy(float) + errors[1]):
         dots(ax, x, per_prompt[r.method], 0.3, cap=0.97 * limit)
+        ax.annotate(f"{r.speedup:.2f}x", (x + 0.18, min(high, 0.97 * limit)), ha="left", va="bottom", fontsize=7,
+                    xytext=(0, 2), textcoords="offset points", color=MEASURED, weight="bold")
     gpus = [f" ({int(r.n_gpus)} GPUs)" if "n_gpus" in known and r.n_gpus > 1 else "" for r in known.itertuples()]
     labels = [f"{r.model}{g}\nN,W,G={r.config or 'not stated'}" for r, g in zip(known.itertuples(), gpus)]
     labels += [f"{r.method}\nn={r.prompts}" for r in summary.itertuples()]

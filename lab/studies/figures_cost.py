@@ -15,7 +15,10 @@ from lab.harness.figure_style import (
     OKABE_ITO,
     PUBLISHED,
     PUBLISHED_BAR,
+    MIN_INTERVAL,
     legend_below,
+    measured_on,
+    title,
     unity,
 )
 from lab.harness.stats import Z95
@@ -23,6 +26,15 @@ from lab.studies import calibration as cal
 
 LINESTYLES = ("-", "--", "-.", ":")
 UNVERIFIED = "unverified published value (paper table, from a secondary summary)"
+
+
+def _subtitled(heading: str, model: str, data: str, device: str) -> str:
+    """`heading` with the model | data | device line of figure_style.title, unless the caller already gave one."""
+    return heading if "\nmodel:" in heading else title(heading, model, data, device)
+
+
+def _published_gpus(rows: pd.DataFrame) -> str:
+    return f"published runs on {rows['gpu'].nunique()} GPU classes"
 
 
 def unverified_points() -> set[str]:
@@ -177,60 +189,72 @@ def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
     ax.set_ylim(0, 1.2 * max(case["predicted_high"].max(), case["published"].max()))
     unity(ax)
     legend_below(fig, ax, ncol=2)
-    fig.suptitle(heading)
+    fig.suptitle(_subtitled(heading, "Llama-2-7B / Vicuna-7B, fp16 (published)",
+                            ", ".join(dict.fromkeys(case["dataset"])) + f" ({len(case)} published speedups)",
+                            "RTX 3090 (published runs; predictions: the cost model)"))
     return fig
 
 
 def calibration_plot(loo: pd.DataFrame, heading: str, worst: int = 3) -> plt.Figure:
     """Published values against the model's leave-one-out predictions (each fitted without the point it predicts)
-    with 95% bands (sigma_loo): speedups and compressions (left), plain-greedy tokens/s (right). The `worst`
-    points of each panel are named with their error; hollow markers are unverified published values."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
+    with 95% bands (sigma_loo), one panel per kind (speedup, compression, plain-greedy tokens/s), each on its own
+    scale. The `worst` points of each panel are named with their error, the names stacked beside the panel's
+    top-left corner; hollow markers are unverified published values."""
+    kinds = [k for k in ("speedup", "compression", "baseline") if (loo["kind"] == k).any()]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 5.6), squeeze=False)
+    axes = axes.ravel()
     gpus = list(dict.fromkeys(loo["gpu"]))
     styles = _gpu_styles(gpus)
-    markers = {"speedup": "o", "compression": "s", "baseline": "^"}
+    markers = dict(zip(gpus, ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")))
     doubtful = unverified_points()
-    for ax, kinds in ((axes[0], ("speedup", "compression")), (axes[1], ("baseline",))):
-        part = loo[loo["kind"].isin(kinds)]
+    names = {"speedup": ("published speedup over greedy (x)", "predicted speedup (x), leave-one-out"),
+             "compression": ("published compression (tokens per step)", "predicted compression, leave-one-out"),
+             "baseline": ("published plain greedy tokens/s", "predicted tokens/s, leave-one-out")}
+    for ax, kind in zip(axes, kinds):
+        part = loo[loo["kind"] == kind]
         for r in part.itertuples():
             band = np.exp(Z95 * r.sigma_loo)
             err = [[r.predicted_loo - r.predicted_loo / band], [r.predicted_loo * band - r.predicted_loo]]
             hollow = r.point in doubtful
-            ax.errorbar(r.published, r.predicted_loo, yerr=err, fmt=markers[r.kind], color=styles[r.gpu]["color"],
-                        mfc="white" if hollow else styles[r.gpu]["color"], ms=6, capsize=2,
-                        label=f"{r.kind}: {r.gpu}" + (" (unverified)" if hollow else ""))
+            ax.errorbar(r.published, r.predicted_loo, yerr=err, fmt=markers.get(r.gpu, "o"),
+                        color=styles[r.gpu]["color"], mfc="white" if hollow else styles[r.gpu]["color"], ms=6,
+                        capsize=2, label=r.gpu + (" (hollow: unverified published value)" if hollow else ""))
         bands = np.exp(Z95 * part["sigma_loo"])
         _diagonal(ax, np.concatenate([part["published"], part["predicted_loo"] / bands, part["predicted_loo"] * bands]))
         order = part.assign(size=part["error_loo"].abs()).nlargest(worst, "size")
         for k, r in enumerate(order.itertuples()):
             ax.annotate(f"{r.point}: {100 * r.error_loo:+.0f}%", (r.published, r.predicted_loo), fontsize=7,
-                        xytext=(8, 10 - 11 * k), textcoords="offset points", ha="left", va="center",
-                        arrowprops=dict(arrowstyle="-", color="0.4", lw=0.6))
+                        xytext=(0.03, 0.97 - 0.06 * k), textcoords="axes fraction", ha="left", va="top",
+                        arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6))
         error = part["error_loo"].abs()
-        ax.set_title(f"{' and '.join(kinds)}: median |error| {100 * error.median():.0f}%, "
-                     f"worst {100 * error.max():.0f}% (n={len(part)})", fontsize=10)
-    axes[0].set(xlabel="published speedup (x) or compression", ylabel="predicted, leave-one-out")
-    axes[1].set(xlabel="published plain greedy tokens/s", ylabel="predicted tokens/s, leave-one-out")
-    unity(axes[0])
-    unity(axes[0], horizontal=False)
+        ax.set_title(f"{kind}: median |error| {100 * error.median():.0f}%, worst {100 * error.max():.0f}% "
+                     f"(n={len(part)})", fontsize=9)
+        ax.set(xlabel=names[kind][0], ylabel=names[kind][1])
+        if kind == "speedup":
+            unity(ax)
+            unity(ax, horizontal=False)
     handles = {}
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle(heading)
+    fig.suptitle(_subtitled(heading, "Llama-2 / CodeLlama / Vicuna, fp16 (published)",
+                            f"{len(loo)} published values (data/published/gpu_lookahead.csv)", _published_gpus(loo)))
     return fig
 
 
 def cpu_validation_plot(table: pd.DataFrame, median_error: float, heading: str) -> plt.Figure:
     """Predicted against measured speedup of every measured lookahead run on this device (95% intervals of the
-    measurement as horizontal bars), with y = x and the median absolute error."""
+    measurement as horizontal bars where the run has at least MIN_INTERVAL prompts), with y = x and the median
+    absolute error."""
     fig, ax = plt.subplots(figsize=(8, 6.4))
     files = list(dict.fromkeys(table["results_file"]))
     for color, name in zip(OKABE_ITO, files):
         part = table[table["results_file"] == name]
         xerr = np.nan_to_num(np.vstack([part["speedup"] - part["speedup_low"],
                                         part["speedup_high"] - part["speedup"]]), nan=0.0).clip(min=0)
+        if "prompts" in part:
+            xerr[:, part["prompts"].to_numpy(float) < MIN_INTERVAL] = 0.0  # too few prompts for an interval
         for marker, (prompt_set, rows) in zip(("o", "s", "^", "D"), part.groupby("prompt_set", sort=False)):
             sel = part["prompt_set"] == prompt_set
             ax.errorbar(rows["speedup"], rows["predicted_speedup"], xerr=xerr[:, sel.to_numpy()], fmt=marker,
@@ -243,5 +267,9 @@ def cpu_validation_plot(table: pd.DataFrame, median_error: float, heading: str) 
     ax.set_title(f"prediction = measured latency profile x each run's step mix\nmedian |error| "
                  f"{100 * median_error:.1f}% over {len(table)} (config, prompt set) runs", fontsize=10)
     legend_below(fig, ax, ncol=2)
-    fig.suptitle(heading)
+    counts = table["prompts"] if "prompts" in table else pd.Series(dtype=float)
+    data = f"{len(table)} runs of {len(files)} results files" + (
+        f", {int(counts.min())}-{int(counts.max())} prompts each (interval where n >= {MIN_INTERVAL})"
+        if len(counts) else "")
+    fig.suptitle(_subtitled(heading, "each results file's own", data, measured_on(table) or "this device"))
     return fig
