@@ -33,7 +33,7 @@ ERRORBAR = dict(fmt="none", ecolor="0.1", elinewidth=1.2, capsize=3, zorder=4)
 MIN_INTERVAL = 5  # prompts below which a mean gets no interval (its single prompts are shown instead)
 GROUP_HEADER = "group-header"  # gid of the text naming a bar group's source, device and precision
 UNITY = "unity"  # gid of the y = 1 (no speedup) line
-STAMP = "results-commit"  # gid of the visible note naming the commit of the results a figure draws
+STAMP = "results-commit"  # gid of the title whose last line names the commit of the results a figure draws
 PREDICTED_HATCH = "xx"  # hatch of bars (and label prefix "predicted") for numbers the cost model predicts
 
 
@@ -146,10 +146,12 @@ def commit_label(prov: Mapping[str, Any]) -> str:
 
 
 def stamp(fig: plt.Figure, prov: Mapping[str, Any]) -> None:
-    """Write the results' commit (commit_label) visibly at the figure's bottom right, as the figure-wide x label,
-    which the layout keeps clear of the axes and legends (so figure functions leave supxlabel to this). Stamping
-    again replaces the text."""
-    fig.supxlabel(commit_label(prov), x=0.995, ha="right", fontsize=7, color="0.35", gid=STAMP)
+    """Write the results' commit (commit_label) visibly as the last line of the figure's title, where the layout
+    keeps it clear of axes and legends whatever their width; stamping again replaces that line."""
+    heading = fig._suptitle.get_text() if fig._suptitle is not None else ""  # matplotlib keeps the suptitle here
+    lines = [line for line in heading.split("\n") if not line.startswith("results: commit ")]
+    fig.suptitle("\n".join([*filter(None, lines), commit_label(prov)]))
+    fig._suptitle.set_gid(STAMP)
 
 
 def unity(ax: plt.Axes, horizontal: bool = True, label: str = "1x: no speedup") -> None:

@@ -132,8 +132,9 @@ def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
     groups = list(table.groupby("N"))
     for k, (color, (n, group)) in enumerate(zip(OKABE_ITO, groups)):
         x = group["step_flops"].to_numpy(float) / 1e9 * (1 + 0.05 * (k - (len(groups) - 1) / 2))
+        fit = _log_fit(x, group["compression"].to_numpy(float))
         ax.plot(x, group["compression"], "o-", color=color,
-                label=f"N={int(n)} (n={int(group['prompts'].min())} prompts)")
+                label=f"N={int(n)} (n={int(group['prompts'].min())} prompts){fit}")
         errorbars(ax, x, group["compression"], interval_errors(group, "compression"), ecolor=color)
         if k == 0:
             last = -np.inf
@@ -144,11 +145,23 @@ def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
                     last = np.log10(xi)
     ax.set(xscale="log", xlabel="GFLOPs per step (2 x parameters x tokens fed; log scale)",
            ylabel="step compression (tokens per forward)", ylim=(0, None),
-           title="the paper's law: compression grows linearly in log(FLOPs per step)")
+           title="the paper's law predicts a straight line here; legend: least-squares line per N and its R²")
     ax.title.set_fontsize(9)
     legend_below(fig, ax, ncol=len(groups))
     fig.suptitle(heading)
     return fig
+
+
+def _log_fit(flops: np.ndarray, compression: np.ndarray) -> str:
+    """', slope s per decade, R² r' of the least-squares line of compression on log10(FLOPs); '' under 3 points."""
+    keep = np.isfinite(flops) & np.isfinite(compression) & (flops > 0)
+    if keep.sum() < 3 or np.ptp(np.log10(flops[keep])) == 0:
+        return ""
+    x, y = np.log10(flops[keep]), compression[keep]
+    slope, intercept = np.polyfit(x, y, 1)
+    residual, total = ((y - (slope * x + intercept)) ** 2).sum(), ((y - y.mean()) ** 2).sum()
+    r2 = 1 - residual / total if total > 0 else float("nan")
+    return f": slope {slope:.2f} per decade, R² {r2:.2f}"
 
 
 def ranks_plot(rows: pd.DataFrame, heading: str) -> plt.Figure:

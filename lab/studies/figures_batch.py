@@ -50,6 +50,8 @@ def _measured_panel(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, siz
     are the sets' dots)."""
     styles = _styles(summary["prompt_set"])
     names = [n for n in styles if n in set(summary["prompt_set"])]
+    if len(names) == 2 and POOLED in names:  # one set: pooling it gives the same batches again
+        names.remove(POOLED)
     for name, shift in zip(names, _offsets(len(names))):
         color, marker = styles[name]
         part = summary[summary["prompt_set"] == name].set_index("batch_size").reindex(sizes).reset_index()
@@ -89,7 +91,7 @@ def batch_throughput_plot(summary: pd.DataFrame, rows: pd.DataFrame, widths: pd.
         axes[2].plot(xs, part["q50"], marker=marker, color=color, lw=1.4, ms=5,
                      label=f"{SET_LABELS.get(name, name)}: median over forwards")
         axes[2].vlines(xs, part["q10"], part["q90"], color=color, lw=2.5, alpha=0.45)
-    axes[2].plot(np.arange(len(sizes)), sizes, color="0.1", ls="--", lw=1.2,
+    axes[2].plot(np.arange(len(sizes)), sizes, color="0.45", ls=(0, (1, 1.5)), lw=2.0, marker="|", ms=8,
                  label="plain batched step: one token per row")
     axes[2].plot([], [], color="0.5", lw=2.5, alpha=0.45, label="10-90% of the forwards")
     axes[2].set_yscale("log", base=2)

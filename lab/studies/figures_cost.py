@@ -122,7 +122,7 @@ def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str
             for m in models}
     models = [m for m in models if fits[m]]  # a model no class holds has nothing to show
     heights = [len(fits[m]) + 1.2 for m in models]
-    fig, axes = plt.subplots(len(models), 1, figsize=(1.25 * len(configs) + 4, 0.55 * sum(heights) + 1.6),
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(1.25 * len(configs) + 4, 9), 0.55 * sum(heights) + 1.6),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes.ravel()
     norm = plt.matplotlib.colors.TwoSlopeNorm(vcenter=1.0, vmin=0.4, vmax=2.2)
@@ -161,11 +161,9 @@ def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str
     bar = fig.colorbar(image, ax=axes.tolist(), label="predicted speedup over greedy (x), 95% band below",
                        shrink=0.6)
     unity(bar.ax)
-    note = ("*: GPU class with published speedups (leave-one-out band); others: transfer band. "
-            "pub: published speedup of that cell (pub?: unverified). Frame: recommended config")
-    axes[-1].annotate(note, (0.5, 0), xycoords="axes fraction", xytext=(0, -34), textcoords="offset points",
-                      ha="center", va="top", fontsize=8, color="0.25")
-    fig.suptitle(heading)
+    note = ("*: GPU class with published speedups (leave-one-out band); others: transfer band\n"
+            "pub: published speedup of that cell (pub?: unverified); frame: recommended config")
+    fig.suptitle(f"{heading}\n{note}")
     return fig
 
 
@@ -189,9 +187,8 @@ def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
     ax.set_ylim(0, 1.2 * max(case["predicted_high"].max(), case["published"].max()))
     unity(ax)
     legend_below(fig, ax, ncol=2)
-    fig.suptitle(_subtitled(heading, "Llama-2-7B / Vicuna-7B, fp16 (published)",
-                            ", ".join(dict.fromkeys(case["dataset"])) + f" ({len(case)} published speedups)",
-                            "RTX 3090 (published runs; predictions: the cost model)"))
+    fig.suptitle(_subtitled(heading, "Llama-2-7B / Vicuna-7B, fp16", f"{len(case)} published speedups",
+                            "RTX 3090"))
     return fig
 
 
