@@ -195,8 +195,8 @@ def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
 def calibration_plot(loo: pd.DataFrame, heading: str, worst: int = 3) -> plt.Figure:
     """Published values against the model's leave-one-out predictions (each fitted without the point it predicts)
     with 95% bands (sigma_loo), one panel per kind (speedup, compression, plain-greedy tokens/s), each on its own
-    scale. The `worst` points of each panel are named with their error, the names stacked beside the panel's
-    top-left corner; hollow markers are unverified published values."""
+    scale. The `worst` points of each panel are numbered, and named with their error in the panel's top-left
+    corner; hollow markers are unverified published values."""
     kinds = [k for k in ("speedup", "compression", "baseline") if (loo["kind"] == k).any()]
     fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 5.6), squeeze=False)
     axes = axes.ravel()
@@ -219,10 +219,12 @@ def calibration_plot(loo: pd.DataFrame, heading: str, worst: int = 3) -> plt.Fig
         bands = np.exp(Z95 * part["sigma_loo"])
         _diagonal(ax, np.concatenate([part["published"], part["predicted_loo"] / bands, part["predicted_loo"] * bands]))
         order = part.assign(size=part["error_loo"].abs()).nlargest(worst, "size")
-        for k, r in enumerate(order.itertuples()):
-            ax.annotate(f"{r.point}: {100 * r.error_loo:+.0f}%", (r.published, r.predicted_loo), fontsize=7,
-                        xytext=(0.03, 0.97 - 0.06 * k), textcoords="axes fraction", ha="left", va="top",
-                        arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6))
+        for k, r in enumerate(order.itertuples()):  # numbered beside the point, named in the corner
+            ax.annotate(str(k + 1), (r.published, r.predicted_loo), xytext=(5, -3 - 4 * k), textcoords="offset points",
+                        fontsize=7, weight="bold", ha="left", va="top")
+        ax.text(0.03, 0.97, "\n".join(f"{k + 1}: {r.point}, {100 * r.error_loo:+.0f}%"
+                                       for k, r in enumerate(order.itertuples())),
+                transform=ax.transAxes, fontsize=7, ha="left", va="top", color="0.2")
         error = part["error_loo"].abs()
         ax.set_title(f"{kind}: median |error| {100 * error.median():.0f}%, worst {100 * error.max():.0f}% "
                      f"(n={len(part)})", fontsize=9)
@@ -265,8 +267,8 @@ def cpu_validation_plot(table: pd.DataFrame, median_error: float, heading: str) 
                  f"{100 * median_error:.1f}% over {len(table)} (config, prompt set) runs", fontsize=10)
     legend_below(fig, ax, ncol=2)
     counts = table["prompts"] if "prompts" in table else pd.Series(dtype=float)
-    data = f"{len(table)} runs of {len(files)} results files" + (
-        f", {int(counts.min())}-{int(counts.max())} prompts each (interval where n >= {MIN_INTERVAL})"
-        if len(counts) else "")
-    fig.suptitle(_subtitled(heading, "each results file's own", data, measured_on(table) or "this device"))
+    low, high = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
+    data = f"{len(table)} runs" + (f", {low}-{high} prompts each" if high > low else f", {high} prompts each"
+                                   if high else "")
+    fig.suptitle(_subtitled(heading, "as in each run", data, measured_on(table) or "this device"))
     return fig
