@@ -11,11 +11,11 @@ import pandas as pd
 from lab.harness.figure_style import (
     ERRORBAR,
     MEASURED,
+    MIN_INTERVAL,
     MODELLED,
     OKABE_ITO,
     PUBLISHED,
     PUBLISHED_BAR,
-    MIN_INTERVAL,
     legend_below,
     measured_on,
     title,
@@ -108,9 +108,9 @@ def latency_plot(curves: pd.DataFrame, measured: pd.DataFrame, published: pd.Dat
 
 def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str, heading: str) -> plt.Figure:
     """Calibrated speedup per GPU class x config with its 95% band, one panel per model (stacked; each shows only
-    the GPU classes that hold the model's fp16 weights, blank cells where a config's cache does not fit); a black frame marks the recommended config, 'pub' a published measurement
-    of the same cell ('pub?' where that value is unverified); * marks GPU classes with published speedups (the
-    others use the transfer rule and its error)."""
+    the GPU classes that hold the model's fp16 weights, blank cells where a config's cache does not fit); a black
+    frame marks the recommended config, 'pub' a published measurement of the same cell ('pub?' where that value is
+    unverified); * marks GPU classes with published speedups (the others use the transfer rule and its error)."""
     rows = predictions[predictions["task"] == task]
     models = list(dict.fromkeys(rows["model"]))
     gpus = list(dict.fromkeys(rows["gpu"]))

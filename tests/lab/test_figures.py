@@ -18,13 +18,13 @@ from lab.harness import figure_style as fs  # noqa: E402
 from lab.harness.batched import BATCH_COLUMNS, step_width_quantiles, summarize_batches  # noqa: E402
 from lab.harness.bench import ROW_COLUMNS  # noqa: E402
 from lab.studies import calibration as cal  # noqa: E402
+from lab.studies import corpus_bench as cb  # noqa: E402
 from lab.studies import experiments as ex  # noqa: E402
 from lab.studies import figures as fg  # noqa: E402
 from lab.studies import figures_batch as fb  # noqa: E402
 from lab.studies import figures_cost as fc  # noqa: E402
-from lab.studies import gpu_model as gm  # noqa: E402
-from lab.studies import corpus_bench as cb  # noqa: E402
 from lab.studies import figures_run as fr  # noqa: E402
+from lab.studies import gpu_model as gm  # noqa: E402
 from lab.studies import spec_bench as sb  # noqa: E402
 from lab.studies import validation as vd  # noqa: E402
 
@@ -300,7 +300,8 @@ def test_save_requires_provenance_and_stamps_it(tmp_path, monkeypatch):
     shown = [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP and t.get_visible()]
     assert shown == ["heading\nmodel: m\nresults: commit abc, dirty tree"]  # on the figure, where a reader sees it
     fg.save(fig, "x", False, {**PROVENANCE, "git_commit": "0123456789abcdef"})  # saving again replaces the stamp
-    assert [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP] == ["heading\nmodel: m\nresults: commit 0123456"]
+    shown = [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP]
+    assert shown == ["heading\nmodel: m\nresults: commit 0123456"]
     matplotlib.pyplot.close(fig)
 
 
