@@ -193,15 +193,15 @@ def errorbars(ax: plt.Axes, x: Sequence[float], y: Sequence[float], errors: np.n
 
 
 def dots(ax: plt.Axes, x: float, values: Sequence[float], width: float = 0.25, cap: float | None = None,
-         unit: str = "prompts") -> None:
+         unit: str = "prompts", color: str = "0.15") -> None:
     """Single prompts as small dots at fixed, evenly spread offsets around x (no random jitter); values above `cap`
     sit on the cap as a triangle with their value written beside them, so one outlier does not stretch the axis."""
     values = np.asarray(list(values), float)
     offsets = np.linspace(-width / 2, width / 2, len(values)) if len(values) > 1 else np.zeros(len(values))
     inside = values <= cap if cap is not None else np.ones(len(values), bool)
-    ax.plot(offsets[inside] + x, values[inside], "o", color="0.15", ms=2.5, zorder=5, label=f"single {unit}")
+    ax.plot(offsets[inside] + x, values[inside], "o", color=color, ms=2.5, zorder=5, label=f"single {unit}")
     if (~inside).any():
-        ax.plot(offsets[~inside] + x, np.full((~inside).sum(), cap), "^", color="0.15", ms=4, zorder=5,
+        ax.plot(offsets[~inside] + x, np.full((~inside).sum(), cap), "^", color=color, ms=4, zorder=5,
                 label=f"single {unit} beyond the axis (value written)", clip_on=False)
         ax.annotate(", ".join(f"{v:.1f}" for v in sorted(values[~inside], reverse=True)[:2]), (x, cap),
                     xytext=(4, -2), textcoords="offset points", fontsize=6.5, va="top", ha="left")

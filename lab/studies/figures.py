@@ -124,10 +124,11 @@ def speedup_by_model(summary: pd.DataFrame, published_rows: pd.DataFrame, headin
     return fig
 
 
-def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
-    """Compression vs per-step GFLOPs (log x) for each N with G = W (95% intervals where n >= 5); each point's W is
-    written beside the first series' points. The series are nudged apart along x so that their intervals do not hide
-    each other."""
+def scaling_plot(table: pd.DataFrame, heading: str, rows: pd.DataFrame | None = None) -> plt.Figure:
+    """Compression vs per-step GFLOPs (log x) for each N with G = W (95% intervals where n >= 5; with `rows`, the
+    results file's rows, single prompts as dots where n < 5); each point's W is written beside the first series'
+    points; each N's least-squares line in log(FLOPs) is stated (slope, R²) in the legend. The series are nudged
+    apart along x so that their intervals do not hide each other."""
     fig, ax = plt.subplots(figsize=(9, 5.2))
     groups = list(table.groupby("N"))
     for k, (color, (n, group)) in enumerate(zip(OKABE_ITO, groups)):
@@ -136,6 +137,10 @@ def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
         ax.plot(x, group["compression"], "o-", color=color,
                 label=f"N={int(n)} (n={int(group['prompts'].min())} prompts){fit}")
         errorbars(ax, x, group["compression"], interval_errors(group, "compression"), ecolor=color)
+        for xi, config, prompts in zip(x, group["config"], group["prompts"]):
+            if rows is not None and prompts < MIN_INTERVAL:  # no interval: its single prompts instead
+                dots(ax, xi, rows.loc[rows["config"] == config, "compression"], 0.08 * xi, unit=f"prompts, N={int(n)}",
+                     color=color)
         if k == 0:
             last = -np.inf
             for xi, yi, w in sorted(zip(x, group["compression"], group["W"])):

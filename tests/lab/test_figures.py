@@ -102,6 +102,7 @@ def _figures(cost_inputs):
     labels = ex.ablation_methods(5)
     ablation = _bench_rows({m.name: m.config_label() for m in labels.values()})
     scaling = _bench_rows({f"lade({n},{w},{w})": f"{n},{w},{w}" for n in (3, 5) for w in (1, 2, 4)})
+    few = scaling[scaling["prompt_id"].astype(int) < 84]  # 3 prompts: dots, no intervals
     sampling = pd.DataFrame([{"prompt_set": "humaneval", "prompt_id": str(p), "temperature": t, "method": m,
                               "new_tokens": 32, "wall_s": 2.0 + 0.1 * p + (0.3 * t if m == "lade" else 0),
                               "tokens_per_s": 0.0, "forward_calls": 32 if m == "plain" else 20 + p,
@@ -148,6 +149,7 @@ def _figures(cost_inputs):
                                                   "t", rows=spec), True),
         "corpus": (lambda: fr.corpus_plot(cb.corpus_summary(corpus), "t", rows=corpus), True),
         "scaling": (lambda: fg.scaling_plot(ex.scaling_table(scaling, 135_000_000), "t"), True),
+        "scaling_few": (lambda: fg.scaling_plot(ex.scaling_table(few, 135_000_000), "t", rows=few), False),
         "ranks": (lambda: fg.ranks_plot(ranks, "t"), False),
         "sampling": (lambda: fg.sampling_plot(sampling, "t"), True),
         "distribution": (lambda: fg.distribution_plot(dist, ex.total_variation(dist), "t"), False),
