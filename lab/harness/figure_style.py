@@ -33,6 +33,8 @@ ERRORBAR = dict(fmt="none", ecolor="0.1", elinewidth=1.2, capsize=3, zorder=4)
 MIN_INTERVAL = 5  # prompts below which a mean gets no interval (its single prompts are shown instead)
 GROUP_HEADER = "group-header"  # gid of the text naming a bar group's source, device and precision
 UNITY = "unity"  # gid of the y = 1 (no speedup) line
+STAMP = "results-commit"  # gid of the title whose last line names the commit of the results a figure draws
+PREDICTED_HATCH = "xx"  # hatch of bars (and label prefix "predicted") for numbers the cost model predicts
 
 
 def setup_style() -> None:
@@ -114,6 +116,7 @@ def save(fig: plt.Figure, name: str, quick: bool, provenance: Mapping[str, Any])
     """Write `<figures>/<name>.png` and `.pdf` (no timestamps: the same figure gives the same bytes), each stamped
     with the provenance of the results it draws (commit, dirty flag, weights digest). Returns both paths."""
     note = provenance_note(provenance)
+    stamp(fig, provenance)
     clean_ticks(fig)
     base = figures_dir(quick) / name
     paths = [base.with_suffix(".png"), base.with_suffix(".pdf")]
@@ -133,6 +136,22 @@ def provenance_note(prov: Mapping[str, Any]) -> str:
     if params.get("weights_sha256"):
         parts.append(f"weights sha256 {params['weights_sha256']}")
     return "; ".join(parts)
+
+
+def commit_label(prov: Mapping[str, Any]) -> str:
+    """'results: commit ef75d82' (+ ', dirty tree' when the run's checkout had uncommitted changes)."""
+    provenance_note(prov)  # the same refusal as save's for a record without a commit
+    commit = str(prov["git_commit"] or "unknown")[:7]
+    return f"results: commit {commit}" + (", dirty tree" if prov.get("git_dirty") else "")
+
+
+def stamp(fig: plt.Figure, prov: Mapping[str, Any]) -> None:
+    """Write the results' commit (commit_label) visibly as the last line of the figure's title, where the layout
+    keeps it clear of axes and legends whatever their width; stamping again replaces that line."""
+    heading = fig._suptitle.get_text() if fig._suptitle is not None else ""  # matplotlib keeps the suptitle here
+    lines = [line for line in heading.split("\n") if not line.startswith("results: commit ")]
+    fig.suptitle("\n".join([*filter(None, lines), commit_label(prov)]))
+    fig._suptitle.set_gid(STAMP)
 
 
 def unity(ax: plt.Axes, horizontal: bool = True, label: str = "1x: no speedup") -> None:
@@ -174,15 +193,15 @@ def errorbars(ax: plt.Axes, x: Sequence[float], y: Sequence[float], errors: np.n
 
 
 def dots(ax: plt.Axes, x: float, values: Sequence[float], width: float = 0.25, cap: float | None = None,
-         unit: str = "prompts") -> None:
+         unit: str = "prompts", color: str = "0.15") -> None:
     """Single prompts as small dots at fixed, evenly spread offsets around x (no random jitter); values above `cap`
     sit on the cap as a triangle with their value written beside them, so one outlier does not stretch the axis."""
     values = np.asarray(list(values), float)
     offsets = np.linspace(-width / 2, width / 2, len(values)) if len(values) > 1 else np.zeros(len(values))
     inside = values <= cap if cap is not None else np.ones(len(values), bool)
-    ax.plot(offsets[inside] + x, values[inside], "o", color="0.15", ms=2.5, zorder=5, label=f"single {unit}")
+    ax.plot(offsets[inside] + x, values[inside], "o", color=color, ms=2.5, zorder=5, label=f"single {unit}")
     if (~inside).any():
-        ax.plot(offsets[~inside] + x, np.full((~inside).sum(), cap), "^", color="0.15", ms=4, zorder=5,
+        ax.plot(offsets[~inside] + x, np.full((~inside).sum(), cap), "^", color=color, ms=4, zorder=5,
                 label=f"single {unit} beyond the axis (value written)", clip_on=False)
         ax.annotate(", ".join(f"{v:.1f}" for v in sorted(values[~inside], reverse=True)[:2]), (x, cap),
                     xytext=(4, -2), textcoords="offset points", fontsize=6.5, va="top", ha="left")

@@ -69,9 +69,12 @@ def speedup_bars(rows: pd.DataFrame, summary: pd.DataFrame, published_rows: pd.D
     limit = capped_limit([*summary["speedup"], *summary["speedup_high"], *known["speedup"], 1.0],
                          [v for values in per_prompt.values() for v in values])
     ax.bar(xs, summary["speedup"], 0.6, **MEASURED_BAR, label=MEASURED_LABEL)
-    errorbars(ax, xs, summary["speedup"], interval_errors(summary, "speedup"))
-    for x, r in zip(xs, summary.itertuples()):
+    errors = interval_errors(summary, "speedup")
+    errorbars(ax, xs, summary["speedup"], errors)
+    for x, r, high in zip(xs, summary.itertuples(), summary["speedup"].to_numpy(float) + errors[1]):
         dots(ax, x, per_prompt[r.method], 0.3, cap=0.97 * limit)
+        ax.annotate(f"{r.speedup:.2f}x", (x + 0.18, min(high, 0.97 * limit)), ha="left", va="bottom", fontsize=7,
+                    xytext=(0, 2), textcoords="offset points", color=MEASURED, weight="bold")
     gpus = [f" ({int(r.n_gpus)} GPUs)" if "n_gpus" in known and r.n_gpus > 1 else "" for r in known.itertuples()]
     labels = [f"{r.model}{g}\nN,W,G={r.config or 'not stated'}" for r, g in zip(known.itertuples(), gpus)]
     labels += [f"{r.method}\nn={r.prompts}" for r in summary.itertuples()]
@@ -121,17 +124,23 @@ def speedup_by_model(summary: pd.DataFrame, published_rows: pd.DataFrame, headin
     return fig
 
 
-def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
-    """Compression vs per-step GFLOPs (log x) for each N with G = W (95% intervals where n >= 5); each point's W is
-    written beside the first series' points. The series are nudged apart along x so that their intervals do not hide
-    each other."""
+def scaling_plot(table: pd.DataFrame, heading: str, rows: pd.DataFrame | None = None) -> plt.Figure:
+    """Compression vs per-step GFLOPs (log x) for each N with G = W (95% intervals where n >= 5; with `rows`, the
+    results file's rows, single prompts as dots where n < 5); each point's W is written beside the first series'
+    points; each N's least-squares line in log(FLOPs) is stated (slope, R²) in the legend. The series are nudged
+    apart along x so that their intervals do not hide each other."""
     fig, ax = plt.subplots(figsize=(9, 5.2))
     groups = list(table.groupby("N"))
     for k, (color, (n, group)) in enumerate(zip(OKABE_ITO, groups)):
         x = group["step_flops"].to_numpy(float) / 1e9 * (1 + 0.05 * (k - (len(groups) - 1) / 2))
+        fit = _log_fit(x, group["compression"].to_numpy(float))
         ax.plot(x, group["compression"], "o-", color=color,
-                label=f"N={int(n)} (n={int(group['prompts'].min())} prompts)")
+                label=f"N={int(n)} (n={int(group['prompts'].min())} prompts){fit}")
         errorbars(ax, x, group["compression"], interval_errors(group, "compression"), ecolor=color)
+        for xi, config, prompts in zip(x, group["config"], group["prompts"]):
+            if rows is not None and prompts < MIN_INTERVAL:  # no interval: its single prompts instead
+                dots(ax, xi, rows.loc[rows["config"] == config, "compression"], 0.08 * xi, unit=f"prompts, N={int(n)}",
+                     color=color)
         if k == 0:
             last = -np.inf
             for xi, yi, w in sorted(zip(x, group["compression"], group["W"])):
@@ -141,11 +150,23 @@ def scaling_plot(table: pd.DataFrame, heading: str) -> plt.Figure:
                     last = np.log10(xi)
     ax.set(xscale="log", xlabel="GFLOPs per step (2 x parameters x tokens fed; log scale)",
            ylabel="step compression (tokens per forward)", ylim=(0, None),
-           title="the paper's law: compression grows linearly in log(FLOPs per step)")
+           title="the paper's law predicts a straight line here; legend: least-squares line per N and its R²")
     ax.title.set_fontsize(9)
     legend_below(fig, ax, ncol=len(groups))
     fig.suptitle(heading)
     return fig
+
+
+def _log_fit(flops: np.ndarray, compression: np.ndarray) -> str:
+    """', slope s per decade, R² r' of the least-squares line of compression on log10(FLOPs); '' under 3 points."""
+    keep = np.isfinite(flops) & np.isfinite(compression) & (flops > 0)
+    if keep.sum() < 3 or np.ptp(np.log10(flops[keep])) == 0:
+        return ""
+    x, y = np.log10(flops[keep]), compression[keep]
+    slope, intercept = np.polyfit(x, y, 1)
+    residual, total = ((y - (slope * x + intercept)) ** 2).sum(), ((y - y.mean()) ** 2).sum()
+    r2 = 1 - residual / total if total > 0 else float("nan")
+    return f": slope {slope:.2f} per decade, R² {r2:.2f}"
 
 
 def ranks_plot(rows: pd.DataFrame, heading: str) -> plt.Figure:

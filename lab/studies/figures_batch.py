@@ -50,6 +50,8 @@ def _measured_panel(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, siz
     are the sets' dots)."""
     styles = _styles(summary["prompt_set"])
     names = [n for n in styles if n in set(summary["prompt_set"])]
+    if len(names) == 2 and POOLED in names:  # one set: pooling it gives the same batches again
+        names.remove(POOLED)
     for name, shift in zip(names, _offsets(len(names))):
         color, marker = styles[name]
         part = summary[summary["prompt_set"] == name].set_index("batch_size").reindex(sizes).reset_index()
@@ -89,7 +91,7 @@ def batch_throughput_plot(summary: pd.DataFrame, rows: pd.DataFrame, widths: pd.
         axes[2].plot(xs, part["q50"], marker=marker, color=color, lw=1.4, ms=5,
                      label=f"{SET_LABELS.get(name, name)}: median over forwards")
         axes[2].vlines(xs, part["q10"], part["q90"], color=color, lw=2.5, alpha=0.45)
-    axes[2].plot(np.arange(len(sizes)), sizes, color="0.1", ls="--", lw=1.2,
+    axes[2].plot(np.arange(len(sizes)), sizes, color="0.45", ls=(0, (1, 1.5)), lw=2.0, marker="|", ms=8,
                  label="plain batched step: one token per row")
     axes[2].plot([], [], color="0.5", lw=2.5, alpha=0.45, label="10-90% of the forwards")
     axes[2].set_yscale("log", base=2)
@@ -106,34 +108,43 @@ def batch_throughput_plot(summary: pd.DataFrame, rows: pd.DataFrame, widths: pd.
 
 def batch_prediction_plot(curve: pd.DataFrame, model: str, task: str, heading: str,
                           choices: Sequence[str] = ("fixed", "batch-aware")) -> plt.Figure:
-    """Modelled throughput of lookahead over plain batched decoding per batch size for every GPU class (one line
-    each, its 95% band shaded) for `model` and `task`: one panel per choice (lab.studies.gpu_model.predict_batches)."""
+    """Predicted (modelled, not measured) throughput of lookahead over plain batched decoding per batch size for
+    `model` and `task`: one small panel per GPU class on a shared scale, one dashed orange-family line per choice
+    (lab.studies.gpu_model.predict_batches) with its 95% band, so that no two classes share a line or a band."""
     part = curve[(curve["model"] == model) & (curve["task"] == task)]
     sizes = sorted(part["batch_size"].unique())
     gpus = list(dict.fromkeys(part["gpu"]))
-    fig, axes = plt.subplots(1, len(choices), figsize=(7 * len(choices), 5.2), sharey=True)
-    axes = np.atleast_1d(axes)
+    ncols = min(len(gpus), 5)
+    nrows = -(-len(gpus) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.1 * ncols + 0.6, 2.6 * nrows + 1.6), sharex=True, sharey=True,
+                             squeeze=False)
     top = 1.1 * max(part["speedup_high"].max(), 1.0)
-    for ax, choice in zip(axes, choices):
-        mine = part[part["choice"] == choice]
-        for k, name in enumerate(gpus):
-            line = mine[mine["gpu"] == name].set_index("batch_size").reindex(sizes)
-            color, style = OKABE_ITO[k % len(OKABE_ITO)], LINESTYLES[k // len(OKABE_ITO) % len(LINESTYLES)]
-            ax.plot(sizes, line["speedup"], marker=MARKERS[k % len(MARKERS)], color=color, ls=style, lw=1.3, ms=4,
-                    label=name)
-            ax.fill_between(sizes, line["speedup_low"], line["speedup_high"], color=color, alpha=0.07, lw=0)
+    styles = dict(zip(choices, ((MODELLED, "o", "--"), (OKABE_ITO[3], "s", ":"))))
+    for ax, name in zip(axes.ravel(), gpus):
+        for choice in choices:
+            line = part[(part["gpu"] == name) & (part["choice"] == choice)].set_index("batch_size").reindex(sizes)
+            color, marker, style = styles.get(choice, (MODELLED, "o", "--"))
+            ax.plot(sizes, line["speedup"], marker=marker, color=color, ls=style, lw=1.4, ms=4,
+                    label=f"predicted: {_choice_title(choice)}")
+            ax.fill_between(sizes, line["speedup_low"], line["speedup_high"], color=color, alpha=0.15, lw=0,
+                            label=f"predicted 95% band (calibration error): {choice}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(s) for s in sizes])
-        ax.set(xlabel="batch size (rows per forward)", ylabel="modelled speedup over plain batched decoding (x)",
-               ylim=(0, top), title=_choice_title(choice))
-        ax.title.set_fontsize(9)
-        unity(ax)
-    axes[0].plot([], [], color=MODELLED, lw=6, alpha=0.25, label="95% band (calibration error)")
-    legend_below(fig, list(axes), ncol=6)
+        ax.set(ylim=(0, top))
+        ax.set_title(f"{name} (predicted)", fontsize=9)
+        unity(ax, label="1x: as fast as plain batched decoding")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("predicted speedup (x)")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("batch size (rows per forward)")
+        ax.tick_params(labelbottom=True)
+    for ax in axes.ravel()[len(gpus):]:
+        ax.set_visible(False)
+    legend_below(fig, list(axes.ravel()[: len(gpus)]), ncol=3)
     fig.suptitle(heading)
     return fig
 
 
 def _choice_title(choice: str) -> str:
-    return {"fixed": "modelled: the config fastest at batch 1, kept at every batch size",
-            "batch-aware": "modelled: the fastest config at each batch size, or plain decoding"}.get(choice, choice)
+    return {"fixed": "the config fastest at batch 1, kept at every batch size",
+            "batch-aware": "the fastest config at each batch size, or plain decoding"}.get(choice, choice)

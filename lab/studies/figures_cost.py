@@ -11,11 +11,14 @@ import pandas as pd
 from lab.harness.figure_style import (
     ERRORBAR,
     MEASURED,
+    MIN_INTERVAL,
     MODELLED,
     OKABE_ITO,
     PUBLISHED,
     PUBLISHED_BAR,
     legend_below,
+    measured_on,
+    title,
     unity,
 )
 from lab.harness.stats import Z95
@@ -23,6 +26,15 @@ from lab.studies import calibration as cal
 
 LINESTYLES = ("-", "--", "-.", ":")
 UNVERIFIED = "unverified published value (paper table, from a secondary summary)"
+
+
+def _subtitled(heading: str, model: str, data: str, device: str) -> str:
+    """`heading` with the model | data | device line of figure_style.title, unless the caller already gave one."""
+    return heading if "\nmodel:" in heading else title(heading, model, data, device)
+
+
+def _published_gpus(rows: pd.DataFrame) -> str:
+    return f"published runs on {rows['gpu'].nunique()} GPU classes"
 
 
 def unverified_points() -> set[str]:
@@ -95,10 +107,10 @@ def latency_plot(curves: pd.DataFrame, measured: pd.DataFrame, published: pd.Dat
 
 
 def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str, heading: str) -> plt.Figure:
-    """Calibrated speedup per GPU class x config with its 95% band, one panel per model (two per row); blank where
-    the fp16 weights do not fit one GPU; a black frame marks the recommended config, 'pub' a published measurement
-    of the same cell ('pub?' where that value is unverified); * marks GPU classes with published speedups (the
-    others use the transfer rule and its error)."""
+    """Calibrated speedup per GPU class x config with its 95% band, one panel per model (stacked; each shows only
+    the GPU classes that hold the model's fp16 weights, blank cells where a config's cache does not fit); a black
+    frame marks the recommended config, 'pub' a published measurement of the same cell ('pub?' where that value is
+    unverified); * marks GPU classes with published speedups (the others use the transfer rule and its error)."""
     rows = predictions[predictions["task"] == task]
     models = list(dict.fromkeys(rows["model"]))
     gpus = list(dict.fromkeys(rows["gpu"]))
@@ -106,45 +118,52 @@ def gpu_speedup_heatmap(predictions: pd.DataFrame, best: pd.DataFrame, task: str
     configs = sorted(dict.fromkeys(rows["config"]), key=lambda c: (size[c], c))
     calibrated = set(predictions.loc[predictions["sigma_source"] == "leave-one-out", "gpu"])
     doubtful = unverified_points()
-    ncols = min(len(models), 2)
-    nrows = -(-len(models) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(0.95 * len(configs) * ncols + 3, (0.5 * len(gpus) + 1.2) * nrows
-                                                    + 1.2), sharey=True, squeeze=False)
+    fits = {m: [g for g in gpus if rows[(rows["model"] == m) & (rows["gpu"] == g)]["fits_memory"].any()]
+            for m in models}
+    models = [m for m in models if fits[m]]  # a model no class holds has nothing to show
+    heights = [len(fits[m]) + 1.2 for m in models]
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(1.25 * len(configs) + 4, 9), 0.55 * sum(heights) + 1.6),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes.ravel()
     norm = plt.matplotlib.colors.TwoSlopeNorm(vcenter=1.0, vmin=0.4, vmax=2.2)
     for ax, model in zip(axes, models):
         part = rows[rows["model"] == model].set_index(["gpu", "config"])
-        grid = np.full((len(gpus), len(configs)), np.nan)
-        for i, g in enumerate(gpus):
+        mine = fits[model]
+        grid = np.full((len(mine), len(configs)), np.nan)
+        for i, g in enumerate(mine):
             for j, c in enumerate(configs):
                 r = part.loc[(g, c)]
                 if not r["fits_memory"]:
                     continue
                 grid[i, j] = r["speedup"]
                 pub = pd.notna(r["published_speedup"])
-                ax.text(j, i - (0.22 if pub else 0.12), f"{r['speedup']:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i - (0.25 if pub else 0.14), f"{r['speedup']:.2f}", ha="center", va="center", fontsize=9,
                         weight="bold")
-                ax.text(j, i + (0.04 if pub else 0.22), f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}",
-                        ha="center", va="center", fontsize=6.5)
+                ax.text(j, i + (0.05 if pub else 0.2), f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}",
+                        ha="center", va="center", fontsize=7.5)
                 if pub:
                     mark = "pub?" if r.get("published_point", "") in doubtful else "pub"
-                    ax.text(j, i + 0.3, f"{mark} {r['published_speedup']:.2f}", ha="center", va="center", fontsize=6.5)
+                    ax.text(j, i + 0.32, f"{mark} {r['published_speedup']:.2f}", ha="center", va="center",
+                            fontsize=7.5)
         image = ax.imshow(grid, cmap="PuOr", norm=norm, aspect="auto")
         chosen = best[(best["model"] == model) & (best["task"] == task)]
         for r in chosen.itertuples():
-            i, j = gpus.index(r.gpu), configs.index(r.config)
-            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
+            if r.gpu in mine:
+                i, j = mine.index(r.gpu), configs.index(r.config)
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2, ec="black"))
         ax.set_xticks(range(len(configs)), configs, fontsize=8)
-        ax.set_yticks(range(len(gpus)), [f"{g} *" if g in calibrated else g for g in gpus], fontsize=8)
-        ax.set(title=f"{model} (blank: does not fit)", xlabel="config N,W,G")
+        ax.set_yticks(range(len(mine)), [f"{g} *" if g in calibrated else g for g in mine], fontsize=8)
+        hidden = len(gpus) - len(mine)
+        ax.set_title(f"{model}, predicted" + (f" ({hidden} GPU classes without room for its fp16 weights left out;"
+                                              " blank: does not fit)" if hidden else ""), fontsize=9)
+        ax.set(xlabel="config N,W,G")
         ax.grid(False)
-    for ax in axes[len(models):]:
-        ax.set_visible(False)
-    bar = fig.colorbar(image, ax=axes[: len(models)].tolist(), label="predicted speedup over greedy (x)", shrink=0.6)
+    bar = fig.colorbar(image, ax=axes.tolist(), label="predicted speedup over greedy (x), 95% band below",
+                       shrink=0.6)
     unity(bar.ax)
-    fig.supxlabel("*: GPU class with published speedups (leave-one-out band); others: transfer band. "
-                  "pub: published speedup of that cell (pub?: unverified)", fontsize=8)
-    fig.suptitle(heading)
+    note = ("*: GPU class with published speedups (leave-one-out band); others: transfer band\n"
+            "pub: published speedup of that cell (pub?: unverified); frame: recommended config")
+    fig.suptitle(f"{heading}\n{note}")
     return fig
 
 
@@ -168,60 +187,73 @@ def rtx3090_plot(case: pd.DataFrame, heading: str) -> plt.Figure:
     ax.set_ylim(0, 1.2 * max(case["predicted_high"].max(), case["published"].max()))
     unity(ax)
     legend_below(fig, ax, ncol=2)
-    fig.suptitle(heading)
+    fig.suptitle(_subtitled(heading, "Llama-2-7B / Vicuna-7B, fp16", f"{len(case)} published speedups",
+                            "RTX 3090"))
     return fig
 
 
 def calibration_plot(loo: pd.DataFrame, heading: str, worst: int = 3) -> plt.Figure:
     """Published values against the model's leave-one-out predictions (each fitted without the point it predicts)
-    with 95% bands (sigma_loo): speedups and compressions (left), plain-greedy tokens/s (right). The `worst`
-    points of each panel are named with their error; hollow markers are unverified published values."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
+    with 95% bands (sigma_loo), one panel per kind (speedup, compression, plain-greedy tokens/s), each on its own
+    scale. The `worst` points of each panel are numbered, and named with their error in the panel's top-left
+    corner; hollow markers are unverified published values."""
+    kinds = [k for k in ("speedup", "compression", "baseline") if (loo["kind"] == k).any()]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 5.6), squeeze=False)
+    axes = axes.ravel()
     gpus = list(dict.fromkeys(loo["gpu"]))
     styles = _gpu_styles(gpus)
-    markers = {"speedup": "o", "compression": "s", "baseline": "^"}
+    markers = dict(zip(gpus, ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")))
     doubtful = unverified_points()
-    for ax, kinds in ((axes[0], ("speedup", "compression")), (axes[1], ("baseline",))):
-        part = loo[loo["kind"].isin(kinds)]
+    names = {"speedup": ("published speedup over greedy (x)", "predicted speedup (x), leave-one-out"),
+             "compression": ("published compression (tokens per step)", "predicted compression, leave-one-out"),
+             "baseline": ("published plain greedy tokens/s", "predicted tokens/s, leave-one-out")}
+    for ax, kind in zip(axes, kinds):
+        part = loo[loo["kind"] == kind]
         for r in part.itertuples():
             band = np.exp(Z95 * r.sigma_loo)
             err = [[r.predicted_loo - r.predicted_loo / band], [r.predicted_loo * band - r.predicted_loo]]
             hollow = r.point in doubtful
-            ax.errorbar(r.published, r.predicted_loo, yerr=err, fmt=markers[r.kind], color=styles[r.gpu]["color"],
-                        mfc="white" if hollow else styles[r.gpu]["color"], ms=6, capsize=2,
-                        label=f"{r.kind}: {r.gpu}" + (" (unverified)" if hollow else ""))
+            ax.errorbar(r.published, r.predicted_loo, yerr=err, fmt=markers.get(r.gpu, "o"),
+                        color=styles[r.gpu]["color"], mfc="white" if hollow else styles[r.gpu]["color"], ms=6,
+                        capsize=2, label=r.gpu + (" (hollow: unverified published value)" if hollow else ""))
         bands = np.exp(Z95 * part["sigma_loo"])
         _diagonal(ax, np.concatenate([part["published"], part["predicted_loo"] / bands, part["predicted_loo"] * bands]))
         order = part.assign(size=part["error_loo"].abs()).nlargest(worst, "size")
-        for k, r in enumerate(order.itertuples()):
-            ax.annotate(f"{r.point}: {100 * r.error_loo:+.0f}%", (r.published, r.predicted_loo), fontsize=7,
-                        xytext=(8, 10 - 11 * k), textcoords="offset points", ha="left", va="center",
-                        arrowprops=dict(arrowstyle="-", color="0.4", lw=0.6))
+        for k, r in enumerate(order.itertuples()):  # numbered beside the point, named in the corner
+            ax.annotate(str(k + 1), (r.published, r.predicted_loo), xytext=(5, -3 - 4 * k), textcoords="offset points",
+                        fontsize=7, weight="bold", ha="left", va="top")
+        ax.text(0.03, 0.97, "\n".join(f"{k + 1}: {r.point}, {100 * r.error_loo:+.0f}%"
+                                       for k, r in enumerate(order.itertuples())),
+                transform=ax.transAxes, fontsize=7, ha="left", va="top", color="0.2")
         error = part["error_loo"].abs()
-        ax.set_title(f"{' and '.join(kinds)}: median |error| {100 * error.median():.0f}%, "
-                     f"worst {100 * error.max():.0f}% (n={len(part)})", fontsize=10)
-    axes[0].set(xlabel="published speedup (x) or compression", ylabel="predicted, leave-one-out")
-    axes[1].set(xlabel="published plain greedy tokens/s", ylabel="predicted tokens/s, leave-one-out")
-    unity(axes[0])
-    unity(axes[0], horizontal=False)
+        ax.set_title(f"{kind}: median |error| {100 * error.median():.0f}%, worst {100 * error.max():.0f}% "
+                     f"(n={len(part)})", fontsize=9)
+        ax.set(xlabel=names[kind][0], ylabel=names[kind][1])
+        if kind == "speedup":
+            unity(ax)
+            unity(ax, horizontal=False)
     handles = {}
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle(heading)
+    fig.suptitle(_subtitled(heading, "Llama-2 / CodeLlama / Vicuna, fp16 (published)",
+                            f"{len(loo)} published values (data/published/gpu_lookahead.csv)", _published_gpus(loo)))
     return fig
 
 
 def cpu_validation_plot(table: pd.DataFrame, median_error: float, heading: str) -> plt.Figure:
     """Predicted against measured speedup of every measured lookahead run on this device (95% intervals of the
-    measurement as horizontal bars), with y = x and the median absolute error."""
+    measurement as horizontal bars where the run has at least MIN_INTERVAL prompts), with y = x and the median
+    absolute error."""
     fig, ax = plt.subplots(figsize=(8, 6.4))
     files = list(dict.fromkeys(table["results_file"]))
     for color, name in zip(OKABE_ITO, files):
         part = table[table["results_file"] == name]
         xerr = np.nan_to_num(np.vstack([part["speedup"] - part["speedup_low"],
                                         part["speedup_high"] - part["speedup"]]), nan=0.0).clip(min=0)
+        if "prompts" in part:
+            xerr[:, part["prompts"].to_numpy(float) < MIN_INTERVAL] = 0.0  # too few prompts for an interval
         for marker, (prompt_set, rows) in zip(("o", "s", "^", "D"), part.groupby("prompt_set", sort=False)):
             sel = part["prompt_set"] == prompt_set
             ax.errorbar(rows["speedup"], rows["predicted_speedup"], xerr=xerr[:, sel.to_numpy()], fmt=marker,
@@ -234,5 +266,9 @@ def cpu_validation_plot(table: pd.DataFrame, median_error: float, heading: str) 
     ax.set_title(f"prediction = measured latency profile x each run's step mix\nmedian |error| "
                  f"{100 * median_error:.1f}% over {len(table)} (config, prompt set) runs", fontsize=10)
     legend_below(fig, ax, ncol=2)
-    fig.suptitle(heading)
+    counts = table["prompts"] if "prompts" in table else pd.Series(dtype=float)
+    low, high = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
+    data = f"{len(table)} runs" + (f", {low}-{high} prompts each" if high > low else f", {high} prompts each"
+                                   if high else "")
+    fig.suptitle(_subtitled(heading, "as in each run", data, measured_on(table) or "this device"))
     return fig

@@ -16,6 +16,7 @@ from lab.harness.figure_style import (
     OKABE_ITO,
     PUBLISHED,
     PUBLISHED_BAR,
+    dots,
     errorbars,
     interval_errors,
     legend_below,
@@ -25,11 +26,16 @@ from lab.harness.figure_style import (
 from lab.harness.methods import reference_method
 
 NOISE_DRAWS = 200  # resampled pairs behind the sampling-noise band
+TASK_LABELS = {"mt_bench": "multi-turn\nconversation", "translation": "translation", "summarization": "summarization",
+               "qa": "question\nanswering", "math_reasoning": "math\nreasoning", "rag": "retrieval-aug.\ngeneration",
+               "overall": "overall"}  # Spec-Bench task key -> axis label
 
 
 def _grouped_bars(ax: plt.Axes, measured: pd.DataFrame, groups: Sequence[str], group_column: str, series: str,
-                  column: str) -> None:
-    """One bar per (group, series) with its 95% interval: groups along x, series side by side in Okabe-Ito colours."""
+                  column: str, points: pd.DataFrame | None = None) -> None:
+    """One bar per (group, series) with its 95% interval (where n >= MIN_INTERVAL): groups along x, series side by
+    side in Okabe-Ito colours; `points` (rows with the same group, series and value columns): each single prompt as
+    a dot on its bar."""
     names = list(dict.fromkeys(measured[series]))
     width = 0.8 / max(len(names), 1)
     for k, (name, color) in enumerate(zip(names, OKABE_ITO)):
@@ -37,6 +43,10 @@ def _grouped_bars(ax: plt.Axes, measured: pd.DataFrame, groups: Sequence[str], g
         xs = np.arange(len(groups)) - 0.4 + width * (k + 0.5)
         ax.bar(xs, part[column], width, color=color, alpha=0.85, label=name)
         errorbars(ax, xs, part[column], interval_errors(part, column))
+        if points is not None:
+            mine = points[points[series] == name]
+            for x, group in zip(xs, groups):
+                dots(ax, x, mine.loc[mine[group_column] == group, column], 0.5 * width)
     ax.set_xticks(np.arange(len(groups)), [str(g) for g in groups], fontsize=7, rotation=25, ha="right",
                   rotation_mode="anchor")
 
@@ -117,11 +127,13 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
         left.barh(y[has], table.loc[has, published], 0.6, **PUBLISHED_BAR,
                   label="published" + (" (unverified)" if unverified else ""))
         right.barh(y, table[ours], 0.6, **MEASURED_BAR, label="measured here (95% interval where n >= 5)")
-        errorbars(right, table[ours], y, interval_errors(table, ours), horizontal=True)
-        for ax, values in ((left, table[published]), (right, table[ours])):
-            for i, v in enumerate(values):
+        errors = interval_errors(table, ours)
+        errorbars(right, table[ours], y, errors, horizontal=True)
+        ends = table[ours].to_numpy(float) + errors[1]  # a label starts past its interval, never under it
+        for ax, values, at in ((left, table[published], table[published]), (right, table[ours], ends)):
+            for i, (v, x) in enumerate(zip(values, at)):
                 if pd.notna(v):
-                    ax.annotate(f"{v:.2f}", (v, i), va="center", fontsize=8, xytext=(3, 0), textcoords="offset points")
+                    ax.annotate(f"{v:.2f}", (x, i), va="center", fontsize=8, xytext=(5, 0), textcoords="offset points")
             ax.set(xlim=(0, top), xlabel=label)
             unity(ax, horizontal=False)
         for i in np.flatnonzero(~has.to_numpy()):
@@ -139,21 +151,25 @@ def ablation_plot(table: pd.DataFrame, order: Sequence[str], heading: str) -> pl
 
 
 def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame | None, labels: dict[str, str], heading: str,
-                    setup: str = "A100 80GB, Vicuna-7B-v1.3") -> plt.Figure:
+                    setup: str = "A100 80GB, Vicuna-7B-v1.3", rows: pd.DataFrame | None = None) -> plt.Figure:
     """Spec-Bench per task. Left: this run's speedup per task and method over its reference (plain greedy, or plain
     beam search; 95% intervals where n >= 5), the leaderboard's Lookahead and PLD speedups of one published setup
     (fp16) as grey markers. Right: this run's compression per task, that setup's overall mean accepted tokens as
-    grey lines. leaderboard None: this run alone."""
+    grey lines. leaderboard None: this run alone. `rows` (the results file's rows): each prompt as a dot on its bar."""
     tasks = [t for t in labels if t != "overall" and t in set(summary["task"])]
     reference = reference_method(summary["method"])
     measured = summary[summary["method"] != reference].copy()
     several = measured["model"].nunique() > 1
     measured["series"] = measured["model"] + ": " + measured["method"] if several else measured["method"]
+    points = None
+    if rows is not None:
+        points = rows[rows["method"] != reference].assign(task=lambda d: d["prompt_set"].str.partition(":")[2])
+        points["series"] = points["model"] + ": " + points["method"] if several else points["method"]
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.6))
     over = "greedy" if reference == "greedy" else f"plain beam search, {reference}"
     for ax, column, label in ((axes[0], "speedup", f"speedup over {over} (x, ratio of total times)"),
                               (axes[1], "compression", "compression (new tokens per forward)")):
-        _grouped_bars(ax, measured, tasks, "task", "series", column)
+        _grouped_bars(ax, measured, tasks, "task", "series", column, points)
         ax.set_xticks(np.arange(len(tasks)), [labels[t] for t in tasks], fontsize=8, rotation=0, ha="center")
         ax.set(ylabel=label)
     board = leaderboard[leaderboard["setup"] == setup] if leaderboard is not None else pd.DataFrame(
@@ -174,26 +190,39 @@ def spec_bench_plot(summary: pd.DataFrame, leaderboard: pd.DataFrame | None, lab
     return fig
 
 
-def corpus_plot(summary: pd.DataFrame, heading: str) -> plt.Figure:
-    """Left: lade auto's speedup over greedy per Spec-Bench task against the requests in its corpus (0: no corpus;
-    95% intervals where n >= 5). Right: two-turn MT-Bench, lade auto without and with the corpus of first turns."""
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2), gridspec_kw={"width_ratios": [3, 1]})
-    spec = summary[(summary["workload"] == "spec_bench") & (summary["method"] != "greedy")]
-    for (task, part), color in zip(spec.groupby("task", sort=False), OKABE_ITO):
-        part = part.sort_values("corpus_requests")
-        axes[0].plot(part["corpus_requests"], part["speedup"], "o-", color=color, label=task)
-        errorbars(axes[0], part["corpus_requests"], part["speedup"], interval_errors(part, "speedup"), color=color)
-    sizes = sorted(set(spec["corpus_requests"]))
-    axes[0].set_xscale("symlog", linthresh=max(1, min([s for s in sizes if s > 0], default=1)))
-    axes[0].set_xticks(sizes, [str(s) for s in sizes])
-    axes[0].set(xlabel="earlier requests of the same task in the corpus", ylabel="speedup over greedy (x)")
+def corpus_plot(summary: pd.DataFrame, heading: str, rows: pd.DataFrame | None = None,
+                labels: dict[str, str] | None = None) -> plt.Figure:
+    """Left: lade auto's speedup over greedy per Spec-Bench task, one bar per corpus size (no corpus, then the
+    earlier requests of the same task in it; 95% intervals where n >= 5). Right: two-turn MT-Bench, lade auto without
+    and with the corpus of first turns. `rows` (the results file's rows): each prompt as a dot on its bar; `labels`:
+    task key -> name (default: Spec-Bench's task names)."""
+    labels = {**TASK_LABELS, **(labels or {})}
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4), gridspec_kw={"width_ratios": [3, 1]})
+    spec = summary[(summary["workload"] == "spec_bench") & (summary["method"] != "greedy")].copy()
+    spec["corpus"] = [f"corpus of {int(n)} earlier requests" if n > 0 else "no corpus"
+                      for n in spec["corpus_requests"]]
+    spec = spec.sort_values("corpus_requests", kind="stable")
+    tasks = list(dict.fromkeys(summary.loc[summary["workload"] == "spec_bench", "task"]))
+    points = None
+    if rows is not None:
+        points = rows[(rows["workload"] == "spec_bench") & (rows["method"] != "greedy")].copy()
+        points["task"] = points["prompt_set"].str.partition(":")[2]
+        points["corpus"] = [f"corpus of {int(n)} earlier requests" if n > 0 else "no corpus"
+                            for n in points["corpus_requests"]]
+    _grouped_bars(axes[0], spec, tasks, "task", "corpus", "speedup", points)
+    axes[0].set_xticks(np.arange(len(tasks)), [labels.get(t, t) for t in tasks], fontsize=8, rotation=0,
+                       ha="center")
+    axes[0].set(xlabel="Spec-Bench task", ylabel="speedup over greedy (x)", ylim=(0, None))
     two = summary[(summary["workload"] == "two_turns") & (summary["method"] != "greedy")]
     axes[1].bar(np.arange(len(two)), two["speedup"], **MEASURED_BAR)
     errorbars(axes[1], np.arange(len(two)), two["speedup"], interval_errors(two, "speedup"))
+    if rows is not None:
+        for x, method in enumerate(two["method"]):
+            dots(axes[1], x, rows.loc[(rows["workload"] == "two_turns") & (rows["method"] == method), "speedup"], 0.3)
     axes[1].set_xticks(np.arange(len(two)), list(two["method"]), fontsize=8, rotation=15, ha="right")
-    axes[1].set(ylabel="speedup over greedy (x)", title="MT-Bench turn 2 after turn 1")
+    axes[1].set(ylabel="speedup over greedy (x)", title="MT-Bench turn 2 after turn 1", ylim=(0, None))
     for ax in axes:
         unity(ax)
-    legend_below(fig, axes[0], ncol=4)
+    legend_below(fig, list(axes), ncol=4)
     fig.suptitle(heading)
     return fig

@@ -18,15 +18,13 @@ from lab.harness.runs import SpecModel, methods_for, per_model
 from lab.harness.workload import BENCH_PARAMETERS, Params, Study, Work, bench_work, spec_bench_sets
 from lab.studies.experiments import speedup_summary
 from lab.studies.figures import spec_bench_plot
+from lab.studies.figures_run import TASK_LABELS
 from lab.studies.findings import spec_bench as findings
 
 # what notebook 07 calls (notebook 08, lab.studies.beam_search, reads the same tasks)
 __all__ = ["STUDY", "TASK_LABELS", "beside_published", "findings", "intro", "published_leaderboard", "spec_bench_plot",
            "task_summary"]
 
-TASK_LABELS = {"mt_bench": "multi-turn\nconversation", "translation": "translation", "summarization": "summarization",
-               "qa": "question\nanswering", "math_reasoning": "math\nreasoning", "rag": "retrieval-aug.\ngeneration",
-               "overall": "overall"}
 
 
 def published_leaderboard(methods: tuple[str, ...] = ("lookahead", "pld")) -> pd.DataFrame:

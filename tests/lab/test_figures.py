@@ -18,11 +18,14 @@ from lab.harness import figure_style as fs  # noqa: E402
 from lab.harness.batched import BATCH_COLUMNS, step_width_quantiles, summarize_batches  # noqa: E402
 from lab.harness.bench import ROW_COLUMNS  # noqa: E402
 from lab.studies import calibration as cal  # noqa: E402
+from lab.studies import corpus_bench as cb  # noqa: E402
 from lab.studies import experiments as ex  # noqa: E402
 from lab.studies import figures as fg  # noqa: E402
 from lab.studies import figures_batch as fb  # noqa: E402
 from lab.studies import figures_cost as fc  # noqa: E402
+from lab.studies import figures_run as fr  # noqa: E402
 from lab.studies import gpu_model as gm  # noqa: E402
+from lab.studies import spec_bench as sb  # noqa: E402
 from lab.studies import validation as vd  # noqa: E402
 
 ARTEFACT = re.compile(r"\d\.\d*(0000\d|9999\d)|\d\.\d{6,}")
@@ -99,6 +102,7 @@ def _figures(cost_inputs):
     labels = ex.ablation_methods(5)
     ablation = _bench_rows({m.name: m.config_label() for m in labels.values()})
     scaling = _bench_rows({f"lade({n},{w},{w})": f"{n},{w},{w}" for n in (3, 5) for w in (1, 2, 4)})
+    few = scaling[scaling["prompt_id"].astype(int) < 84]  # 3 prompts: dots, no intervals
     sampling = pd.DataFrame([{"prompt_set": "humaneval", "prompt_id": str(p), "temperature": t, "method": m,
                               "new_tokens": 32, "wall_s": 2.0 + 0.1 * p + (0.3 * t if m == "lade" else 0),
                               "tokens_per_s": 0.0, "forward_calls": 32 if m == "plain" else 20 + p,
@@ -118,6 +122,18 @@ def _figures(cost_inputs):
                                "speedup": [0.7, 0.9, 1.1], "speedup_low": [0.6, 0.8, 0.95],
                                "speedup_high": [0.8, 1.0, 1.3], "predicted_speedup": [0.75, 0.85, 1.05]})
     validation["error"] = validation["predicted_speedup"] / validation["speedup"] - 1
+    spec = pd.concat([_bench_rows({"lade-auto": "auto"}, seed=k).assign(prompt_set=f"spec_bench:{task}")
+                      for k, task in enumerate(("translation", "qa"))], ignore_index=True)
+    spec["model"] = "m"
+    spec.attrs["provenance"] = PROVENANCE
+    corpus = pd.concat([_bench_rows({"lade-auto": "auto", "lade-auto+corpus(10)": "auto"}, prompts=2, seed=k)
+                        .assign(prompt_set=f"spec_bench:{task}", workload="spec_bench")
+                        for k, task in enumerate(("translation", "qa"))]
+                       + [_bench_rows({"lade-auto": "auto"}, seed=5).assign(prompt_set="two_turns",
+                                                                             workload="two_turns")], ignore_index=True)
+    corpus["corpus_requests"] = corpus["method"].map({"greedy": -1, "lade-auto": 0, "lade-auto+corpus(10)": 10})
+    corpus["model"] = "m"
+    corpus.attrs["provenance"] = PROVENANCE
     batches = _batch_rows()
     batch_curve = gm.predict_batches(fit, sigma, grid, [1, 2, 4, 8, 16])
     return {
@@ -126,7 +142,14 @@ def _figures(cost_inputs):
         "batch_prediction": (lambda: fb.batch_prediction_plot(batch_curve, "Llama-2-7B", "chat", "t"), True),
         "speedup_bars": (lambda: fg.speedup_bars(bench, summary, ex.published_speedups("MT-Bench", "Llama-2"),
                                                  fg.title("t", "embedded", "MT-Bench", "cpu")), True),
+        "speedup_by_model": (lambda: fg.speedup_by_model(
+            pd.concat([summary.assign(model=m) for m in ("Llama-2-7b-chat", "other")], ignore_index=True),
+            ex.published_speedups("MT-Bench", "Llama-2"), "t"), True),
+        "spec_bench": (lambda: sb.spec_bench_plot(sb.task_summary(spec), sb.published_leaderboard(), sb.TASK_LABELS,
+                                                  "t", rows=spec), True),
+        "corpus": (lambda: fr.corpus_plot(cb.corpus_summary(corpus), "t", rows=corpus), True),
         "scaling": (lambda: fg.scaling_plot(ex.scaling_table(scaling, 135_000_000), "t"), True),
+        "scaling_few": (lambda: fg.scaling_plot(ex.scaling_table(few, 135_000_000), "t", rows=few), False),
         "ranks": (lambda: fg.ranks_plot(ranks, "t"), False),
         "sampling": (lambda: fg.sampling_plot(sampling, "t"), True),
         "distribution": (lambda: fg.distribution_plot(dist, ex.total_variation(dist), "t"), False),
@@ -274,6 +297,13 @@ def test_save_requires_provenance_and_stamps_it(tmp_path, monkeypatch):
     from PIL import Image
     assert Image.open(png).info["Description"] == "git abc (dirty); weights sha256 f00"
     assert re.search(rb"git abc \\?\(dirty\\?\); weights sha256 f00", pdf.read_bytes())  # PDF escapes parentheses
+    fig.suptitle("heading\nmodel: m")
+    fg.save(fig, "x", False, {**PROVENANCE, "git_dirty": True})
+    shown = [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP and t.get_visible()]
+    assert shown == ["heading\nmodel: m\nresults: commit abc, dirty tree"]  # on the figure, where a reader sees it
+    fg.save(fig, "x", False, {**PROVENANCE, "git_commit": "0123456789abcdef"})  # saving again replaces the stamp
+    shown = [t.get_text() for t in fig.texts if t.get_gid() == fs.STAMP]
+    assert shown == ["heading\nmodel: m\nresults: commit 0123456"]
     matplotlib.pyplot.close(fig)
 
 
@@ -289,6 +319,7 @@ def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypat
                 matplotlib.pyplot.close(fig)
                 continue
             fig.canvas.draw()  # the saved figure, checked
+            stamps = [t.get_text().split("\n")[-1] for t in _drawn_texts(fig) if t.get_gid() == fs.STAMP]
             axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
             for ax in axes:
                 assert ax.get_xlabel() or ax.get_ylabel() or ax.get_title(), f"{name}: an axes without labels"
@@ -307,9 +338,24 @@ def test_figures_render_cleanly_and_identically(cost_inputs, tmp_path, monkeypat
                 box = legend.get_window_extent(renderer)
                 assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in axes), f"{name}: legend on axes"
             matplotlib.pyplot.close(fig)
+        assert stamps == [fs.commit_label(PROVENANCE)], f"{name}: the results commit is not shown: {stamps}"
         assert saved[0][0] == saved[1][0], f"{name}: PNG bytes differ"
         assert saved[0][1] == saved[1][1], f"{name}: PDF bytes differ"
         assert b"weights sha256 f00" in saved[0][1]
+
+
+def test_every_figure_function_is_drawn_and_stamped(cost_inputs):
+    """Each plotting function of the figure modules is among the figures the test above draws, saves and checks
+    for the results commit, so a new figure cannot skip the stamp unnoticed."""
+    import inspect
+
+    sources = "\n".join(inspect.getsource(factory) for factory, _ in _figures(cost_inputs).values())
+    drawn = set(re.findall(r"\.(\w+)\(", sources))
+    modules = (fg, fr, fb, fc)
+    functions = {name for module in modules for name, f in vars(module).items()
+                 if inspect.isfunction(f) and f.__module__ == module.__name__ and not name.startswith("_")
+                 and "plt.Figure" in str(inspect.signature(f).return_annotation)}
+    assert functions and not functions - drawn, f"figure functions not drawn by the figure test: {functions - drawn}"
 
 
 def test_titles_name_the_model():
