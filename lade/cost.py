@@ -284,6 +284,16 @@ def latency_profile(model, cache: Path | None = None, refresh: bool = False,
     return profile
 
 
+def is_cached(model, rows: int = 1) -> bool:
+    """Whether `latency_profile(model, rows=rows)` reads a usable profile (this process's or the cache file's)."""
+    path = profile_path(model, rows=rows)
+    try:
+        profile = _IN_MEMORY.get(path) or read_profile(path)
+    except (OSError, ProfileError):
+        return False
+    return profile is not None and profile.key == device_key(model, rows)
+
+
 def profile_path(model, cache: Path | None = None, rows: int = 1) -> Path:
     """Where the model's latency profile is cached: `<cache or lade's>/cost/latency-<hash of device_key>.json`."""
     digest = hashlib.sha1(device_key(model, rows).encode()).hexdigest()[:16]

@@ -34,7 +34,7 @@ from .loop import Run, decode
 from .model_call import ModelCall
 from .outputs import output_type
 from .pricing import Costs
-from .profile import device_costs
+from .profile import cached_rows, device_costs
 from .rope import Positions, frequencies_kept
 from .rows import Row, pad_rows
 from .sampling import TokenChooser
@@ -151,9 +151,11 @@ def _resolve(model, input_ids: torch.Tensor, processors: LogitsProcessorList, st
         costs = functools.cache(lambda: device_costs(model, latency))  # measured (or read from the cache) once
         priced = _priced(config, requested, latency, beams)
         handed_over = task is not None and lookahead_strategy is None and n > 1 and not beams and \
-            not drafts_can_pay(costs(), n, task)
+            not drafts_can_pay(costs(), n, task, () if latency is not None else cached_rows(model))
         loop = "transformers" if handed_over else "beams" if beams else "lookahead"
         priced_costs = costs() if priced and loop != "transformers" else None
+        if priced_costs is not None:
+            priced_costs.forward(n, 1)  # any profile its n-row steps price with is measured here, before decoding
     check_corpus_draft(corpus, config)
     check_window(model, cache, gen, 1 if loop == "transformers" else config.max_step_tokens())
     return Resolved(strategy, pads, config, loop, priced_costs, streamer, prompt_streamed, cache, synced,

@@ -17,7 +17,7 @@ cost no more than transformers' beam steps, which copy every beam's whole cache 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 
 import torch
@@ -32,10 +32,17 @@ from .pricing import Costs, pays
 from .rows import row_lengths
 
 
-def drafts_can_pay(costs: Costs, rows: int, task: str = "mixed") -> bool:
+def drafts_can_pay(costs: Costs, rows: int, task: str = "mixed", priced: Sequence[int] = ()) -> bool:
     """Whether drafting can pay at batch steps of `rows` rows (always True for one row): `batch_speedup` pays
-    (lade.pricing.pays)."""
-    return rows <= 1 or pays(batch_speedup(costs, rows, task))
+    (lade.pricing.pays). priced: row counts whose costs are known without measuring (lade.profile.cached_rows);
+    where drafting cannot pay at one of them below `rows`, it cannot at `rows` either (each more row keeps less of
+    the slowest row's gain and widens the step), so the call hands over without pricing its own row count, which
+    may need a profile not yet measured."""
+    if rows <= 1:
+        return True
+    if any(1 < known < rows and not pays(batch_speedup(costs, known, task)) for known in priced):
+        return False
+    return pays(batch_speedup(costs, rows, task))
 
 
 def batch_speedup(costs: Costs, rows: int, task: str = "mixed") -> float:

@@ -1,16 +1,23 @@
 """Does "auto" lose its first call at a new batch size? From a fresh lade cache and one warm-up call at one batch size,
-the first "auto" call at each batch size against plain batched greedy, then a second (warm) one.
+"auto" at each batch size against plain batched greedy, its first call there reported apart from its warm ones.
 
-    python scripts/bench_auto_cold_start.py [--sizes 1,4,8,16] [--tokens 128] [--warmup-rows 1] [--threads 2]
-        [--out data/results/experiments/auto_cold_start/cold_start.jsonl]
+    python scripts/bench_auto_cold_start.py [--sizes 1,4,8,16] [--tokens 128] [--repeats 3] [--warmup-rows 4]
+        [--threads 2] [--out data/results/experiments/auto_cold_start/cold_start.jsonl]
+
+The warm-up is one "auto" call of `--warmup-tokens` at `--warmup-rows` rows from a fresh lade cache: it measures the
+profiles that call prices with (lade.profile measures a row count's profile when a price first needs it: one sequence
+the one-row profile alone, a batch of R the counts up to the first at or above R).
 
 The model is the embedded one (float32, linear layers packed, as the lab benchmarks every method on the CPU); the
 prompts are MT-Bench first turns that no notebook evaluates (`hidden_prompts`: past the first 16 questions, none of
-the two-turn set or the tuning split). Per batch size R (the first R prompts, left-padded), in this order: "auto"
-(its first call at R), plain greedy, "auto" again, plain greedy again; EOS is ignored so every call decodes
-`--tokens` per row. One row per call: wall seconds, whether its rows equal plain greedy's, whether "auto" handed
-the batch to transformers' loop. The provenance (lab.harness.provenance) is written beside the rows; the printed
-ratios are plain seconds (mean of its two calls) over each "auto" call's.
+the two-turn set or the tuning split). Per batch size R (the first R prompts, left-padded): one untimed plain call
+(the first use of R's shapes, e.g. the packed linears' kernels, is charged to neither method), then `--repeats`
+rounds of one "auto" and one plain greedy call, the order alternating (auto first in the first round, so the first
+timed call at R is "auto"'s first: it pays whatever "auto" does at a batch size it has not seen, and nothing else).
+EOS is ignored so every call decodes `--tokens` per row. One row per call (wall seconds, whether its rows equal plain
+greedy's, whether "auto" handed the batch to transformers' loop, how many profiles it measured) in `--out`, and per
+batch size the median plain seconds over the first "auto" call's and over the median of the later ones (`summary`
+beside it); each file's provenance (lab.harness.provenance, the command included) is written beside it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from lab.harness.paths import REPO
 from lab.harness.provenance import provenance
 from lab.harness.results import save_results
 from lab.harness.splits import TUNING
+from lade.profile import cached_rows
 
 OUT = REPO / "data" / "results" / "experiments" / "auto_cold_start" / "cold_start.jsonl"
 NOTEBOOK_QUESTIONS = 16  # the notebooks run at most the first 12 MT-Bench questions: these are left out
@@ -74,7 +82,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1,4,8,16", help="batch sizes, in the order they are first called")
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per row")
-    parser.add_argument("--warmup-rows", type=int, default=1, help="batch size of the one warm-up call")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls of each method per batch size")
+    parser.add_argument("--warmup-rows", type=int, default=4, help="batch size of the one warm-up call")
     parser.add_argument("--warmup-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -83,6 +92,8 @@ def main() -> None:
                              "check the script)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.repeats < 2:
+        parser.error("--repeats must be at least 2: the first auto call at a size is reported apart from the later")
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model("embedded")  # from the usual lade cache; the profiles go to a fresh one below
     prompts = hidden_prompts(max(sizes + [args.warmup_rows]))
@@ -94,28 +105,52 @@ def main() -> None:
     rows = []
     for size in sizes:
         ids, mask = encode(tokenizer, [p for _, p in prompts[:size]])
-        plain_out = None
-        for call, method in enumerate(("auto", "greedy", "auto", "greedy")):
-            seconds, out, handed = timed(model, ids, mask, method, args.tokens)
-            plain_out = out if method == "greedy" and plain_out is None else plain_out
-            rows.append({"batch": size, "method": method, "call": call // 2 + 1, "wall_s": seconds,
-                         "handed_over": handed, "out": out[:, ids.shape[1]:].tolist()})
-        plain = [r for r in rows if r["batch"] == size and r["method"] == "greedy"]
-        for r in rows[-4:]:
-            r["same_as_plain"] = r["out"] == plain[0]["out"]
-        mean_plain = sum(r["wall_s"] for r in plain) / len(plain)
-        first, warm = (r for r in rows[-4:] if r["method"] == "auto")
-        print(f"batch {size}: plain {mean_plain:.2f} s; auto first {first['wall_s']:.2f} s "
-              f"({mean_plain / first['wall_s']:.3f}x), warm {warm['wall_s']:.2f} s ({mean_plain / warm['wall_s']:.3f}x)"
-              f"; handed over {first['handed_over']}; same rows {all(r['same_as_plain'] for r in rows[-4:])}",
-              flush=True)
+        timed(model, ids, mask, "greedy", args.warmup_tokens)  # untimed: R's shapes warmed for both methods
+        for round_ in range(args.repeats):
+            for method in ("auto", "greedy") if round_ % 2 == 0 else ("greedy", "auto"):
+                before = profiles(fresh)
+                seconds, out, handed = timed(model, ids, mask, method, args.tokens)
+                rows.append({"batch": size, "method": method, "call": round_ + 1, "wall_s": seconds,
+                             "handed_over": handed, "profiles_measured": len(profiles(fresh) - before),
+                             "out": out[:, ids.shape[1]:].tolist()})
+        here = [r for r in rows if r["batch"] == size]
+        plain = next(r["out"] for r in here if r["method"] == "greedy")
+        for r in here:
+            r["same_as_plain"] = r["out"] == plain
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "out"} for r in rows])
-    table.attrs = provenance(script="scripts/bench_auto_cold_start.py", sizes=sizes, tokens=args.tokens,
-                             warmup_rows=args.warmup_rows, warmup_tokens=args.warmup_tokens, warmup_s=warmup_s,
-                             threads=args.threads, question_ids=[q for q, _ in prompts], model="embedded",
-                             fresh_cache=args.profiles is None)
+    summary = summarize(table)
+    print(summary.to_string(index=False), flush=True)
+    params = dict(sizes=sizes, tokens=args.tokens, repeats=args.repeats, warmup_rows=args.warmup_rows,
+                  warmup_tokens=args.warmup_tokens, warmup_s=warmup_s, threads=args.threads,
+                  question_ids=[q for q, _ in prompts], model="embedded", fresh_cache=args.profiles is None,
+                  profiled_rows=cached_rows(model),
+                  shape_warmup="one untimed plain call of warmup_tokens per batch size before its timed calls",
+                  order="rounds of (auto, greedy), (greedy, auto), ... alternating, auto first")
+    table.attrs = provenance(script="scripts/bench_auto_cold_start.py", **params)
+    summary.attrs = provenance(script="scripts/bench_auto_cold_start.py", source=args.out.name, **params)
     print(save_results(table, args.out))
+    print(save_results(summary, args.out.with_name(args.out.stem + "_summary.csv")))
 
+
+def profiles(cache: str) -> set[str]:
+    """The latency profiles a lade cache holds (file names)."""
+    return {path.name for path in (Path(cache) / "cost").glob("latency-*.json")}
+
+
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    """Per batch size: plain's median seconds, "auto"'s first call and the median of its later ones, and plain over
+    each (>= 1: "auto" is as fast or faster); whether every row equalled plain's and every "auto" call handed over."""
+    out = []
+    for size, calls in table.groupby("batch", sort=False):
+        plain = calls[calls.method == "greedy"].wall_s.median()
+        auto = calls[calls.method == "auto"].sort_values("call")
+        first, warm = auto.wall_s.iloc[0], auto.wall_s.iloc[1:].median()
+        out.append({"batch": size, "plain_median_s": plain, "auto_first_s": first, "auto_warm_median_s": warm,
+                    "ratio_first": plain / first, "ratio_warm": plain / warm,
+                    "handed_over": bool(auto.handed_over.all()),
+                    "profiles_measured": int(auto.profiles_measured.sum()),
+                    "same_rows": bool(calls.same_as_plain.all())})
+    return pd.DataFrame(out)
 
 if __name__ == "__main__":
     main()

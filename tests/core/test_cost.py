@@ -22,7 +22,7 @@ from lade.cost import (
     read_profile,
     step_latency,
 )
-from lade.profile import PROFILE_ROWS
+from lade.profile import PROFILE_ROWS, cached_rows
 from tiny_models import random_prompt, tiny_model
 
 # config key -> (compression, tokens fed per step, share of one-token steps)
@@ -141,8 +141,8 @@ def test_disabled_config_is_plain_greedy():
 
 
 def test_auto_end_to_end(tmp_path, monkeypatch):
-    """lookahead_config='auto' measures the tiny model once (cached as JSON, one file per measured row count, the
-    one-row profile with its host work), chooses, and stays exact."""
+    """lookahead_config='auto' measures the tiny model once (cached as JSON, the one-row profile with its host work:
+    one sequence prices no batch, so no other row count is measured), chooses, and stays exact."""
     monkeypatch.setenv("LADE_CACHE", str(tmp_path))
     model = tiny_model("qwen2")
     profile = latency_profile(model, qs=(1, 4, 16), context=32, repeats=3)  # measured and cached
@@ -152,7 +152,7 @@ def test_auto_end_to_end(tmp_path, monkeypatch):
     out = lade.generate(model, ids, "auto", **kw)
     assert torch.equal(out, model.generate(ids, attention_mask=torch.ones_like(ids), **kw))
     files = list((tmp_path / "cost").glob("latency-*.json"))
-    assert len(files) == len(PROFILE_ROWS)
+    assert len(files) == 1 and cached_rows(model) == PROFILE_ROWS[:1]
     assert latency_profile(model) == profile == read_profile(profile_path(model))  # from the cache
     assert profile.host_s > 0 and profile.loop_s > 0
     assert isinstance(lade.auto_config(model), lade.LookaheadConfig)

@@ -41,6 +41,15 @@ def test_the_rule_never_hands_over_one_row_and_follows_the_latency_model():
     assert not drafts_can_pay(Costs.of_latency(STEEP), 4)
 
 
+def test_a_batch_larger_than_one_priced_not_to_pay_hands_over_without_its_own_price():
+    """Where drafting cannot pay at a row count priced without measuring, a larger batch hands over, whatever its
+    own price (which may need a profile not measured yet) would say."""
+    dear_at_four = Costs(lambda rows, q: 1.0 + (0.5 if rows == 4 else 1e-4) * rows * q)
+    assert drafts_can_pay(dear_at_four, 8) and not drafts_can_pay(dear_at_four, 4)
+    assert not drafts_can_pay(dear_at_four, 8, priced=(1, 4))
+    assert drafts_can_pay(dear_at_four, 3, priced=(1, 4))  # a smaller batch is priced itself
+
+
 def test_a_batch_is_priced_by_its_slowest_row():
     """The slowest of R rows keeps 2 / (R + 1) of a config's mean compression gain (the least of R rows spread evenly
     from 1 to 2c - 1), feeds one token per row only where all R rows would, and as many tokens per row."""

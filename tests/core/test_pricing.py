@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import lade
-from lade.cost import LatencyProfile
+from lade.cost import LatencyProfile, device_key, latency_profile
 from lade.pricing import THRESHOLD, Costs, Plan, pays, speedup, step_seconds
-from lade.profile import PROFILE_ROWS, RowsLatency, device_costs
+from lade.profile import RowsLatency, cached_rows, device_costs
 from tiny_models import random_prompt, tiny_model
 
 LINEAR = Costs(lambda rows, q: 0.01 + 0.001 * rows * q, host_s=0.002, loop_s=0.001)
@@ -58,18 +58,52 @@ def test_a_latency_model_passed_in_carries_its_own_host_work():
     assert (plain.host_s, plain.loop_s) == (0.0, 0.0)
 
 
-def test_once_profiled_a_new_batch_size_measures_nothing(tmp_path, monkeypatch):
-    """The first "auto" call measures the profiles of every PROFILE_ROWS count (cached); later calls at batch sizes
-    never seen read them and measure nothing (no file is added or rewritten), and stay exact."""
+def test_row_profiles_load_when_a_price_first_needs_them():
+    """A lazy RowsLatency loads the one-row profile alone for one row, and for R rows every count up to the first
+    measured count at or above R (past the last: all of them), each once."""
+    loaded = []
+
+    def source(rows):
+        return lambda: loaded.append(rows) or LatencyProfile("k", 32, (1, 8), (1.0 * rows, 2.0 * rows))
+
+    lazy = RowsLatency((1, 4, 16), [source(r) for r in (1, 4, 16)], lazy=True)
+    assert lazy(1, 8) == pytest.approx(2.0) and loaded == [1]
+    assert lazy(3, 1) == pytest.approx(1.0 + 2 / 3 * 3.0) and lazy(4, 8) == pytest.approx(8.0) and loaded == [1, 4]
+    assert lazy(8, 1) == pytest.approx(4.0 + 4 / 12 * 12.0) and loaded == [1, 4, 16]
+    assert lazy(32, 1) == pytest.approx(16.0 + 16 * 12.0 / 12) and loaded == [1, 4, 16]
+
+
+def fake_measure(free: bool):
+    """A stand-in for lade.cost.measure_latency (no timing): [R, q] steps nearly free, or dear, in R * q."""
+    def measure(model, qs=(1, 2, 4, 8, 16, 32, 64), rows=1, **_):
+        slope = 1e-4 if free else 0.5
+        return LatencyProfile(device_key(model, rows), 64, tuple(qs), tuple(1.0 + slope * rows * q for q in qs))
+
+    return measure
+
+
+@pytest.mark.parametrize("free", [False, True])
+def test_profiles_are_measured_when_first_needed_and_larger_batches_after_a_handover_need_none(
+        tmp_path, monkeypatch, free):
+    """One sequence measures the one-row profile alone; a batch of 3 the four-row one too. Where drafting cannot pay
+    at 4 rows, a batch of 8 hands over without measuring the 16-row profile (it cannot pay at more rows either);
+    where it can, the 16-row profile is measured (once). Every output is plain greedy's."""
     monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    measured = []
+
+    def profile(model, refresh=False, rows=1):
+        measure = fake_measure(free)
+        return latency_profile(model, refresh=refresh, rows=rows,
+                               measure=lambda *a, **kw: measured.append(rows) or measure(*a, **kw))
+
+    monkeypatch.setattr(lade.profile, "latency_profile", profile)
     model = tiny_model("llama", "sdpa")
-    kw = dict(do_sample=False, max_new_tokens=8, eos_token_id=None, pad_token_id=0)
-    ids = random_prompt(3, length=10)
-    lade.generate(model, ids, "auto", **kw)
-    files = {path: path.stat().st_mtime_ns for path in (tmp_path / "cost").glob("latency-*.json")}
-    assert len(files) == len(PROFILE_ROWS)
-    for size in (3, 8):
+    kw = dict(do_sample=False, max_new_tokens=8, eos_token_id=None, pad_token_id=0, return_dict_in_generate=True)
+    lade.generate(model, random_prompt(3, length=10), "auto", **kw)
+    assert measured == [1] and cached_rows(model) == (1,)
+    for size, handed_over, expected in ((3, not free, [1, 4]), (8, not free, [1, 4] + [16] * free),
+                                        (12, not free, [1, 4] + [16] * free)):
         batch, mask = lade.left_pad([random_prompt(s, length=6 + s)[0] for s in range(size)], 0)
         out = lade.generate(model, batch, "auto", attention_mask=mask, **kw)
-        assert torch.equal(out, model.generate(batch, attention_mask=mask, **kw))
-    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "cost").glob("latency-*.json")} == files
+        assert torch.equal(out.sequences, model.generate(batch, attention_mask=mask, **kw).sequences)
+        assert out.lookahead_stats.handed_over == handed_over and measured == expected
