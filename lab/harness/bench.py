@@ -134,7 +134,8 @@ def run_benchmark(
     n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
     (lab.harness.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
     repeats: every method runs each prompt this many times (in a different rotation each time; None: REPEATS); a
-    row's times are its median repeat's, and two or more add the reference's A/A row per prompt. headline / headline_prompts: the methods named in `headline` (with greedy, their
+    row's times are its median repeat's, and two or more add the reference's A/A row per prompt.
+    headline / headline_prompts: the methods named in `headline` (with greedy, their
     reference) also run the prompts after the first `n_prompts`, up to `headline_prompts` per set (one count or
     {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
     speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
@@ -265,7 +266,8 @@ def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
 
 
 def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
-    """One row per method (times: its median repeat's, lab.harness.stats.median_repeat), with its divergence from and speedup over the reference
+    """One row per method (times: its median repeat's, lab.harness.stats.median_repeat), with its divergence from
+    and speedup over the reference
     (methods[0]: plain greedy or plain beam search); with two or more repeats, then the reference's A/A row (its
     first repeat against its second)."""
     outputs = {name: timed[0].new[0] for name, timed in runs.items()}

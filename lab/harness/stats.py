@@ -7,8 +7,8 @@ prompts (scipy.stats.bootstrap).
   reference (plain greedy), both run on the same prompts in the same process, interleaved (lab.harness.bench). With
   lossless decoding both generate the same tokens, so this is sum(reference wall_s) / sum(method wall_s).
 - Timing noise: a benchmark times each prompt `repeats` times (lab.harness.bench), a row's time is the MEDIAN over
-  its repeats (`median_repeat`), and the A/A row (`aa_name(reference)`: the reference's first repeat against its second, per prompt)
-  is summarized like any method, so each speedup stands beside the ratio that noise alone gives.
+  its repeats (`median_repeat`), and the A/A row (`aa_name(reference)`: the reference's first repeat against its
+  second, per prompt) is summarized like any method, so each speedup stands beside the ratio that noise alone gives.
 - Intervals: percentile bootstrap resampling prompts (pairs of reference and method rows stay together; BCa was
   unstable at a few prompts); fewer than MIN_INTERVAL_N prompts give no interval (NaN): show the points instead
   (`interval_or_points`).

@@ -57,8 +57,8 @@ def test_headline_methods_run_more_prompts_paired_with_greedy(tiny_dir):
     model, tok = load_model(str(tiny_dir))
     methods = [Method.lade(3, 2, 2), Method.prompt_lookup(4)]
     df = run_benchmark(model, tok, ("mt_bench", "humaneval"), methods, max_new_tokens=8, n_prompts=1,
-                       ignore_eos=True, progress=False, repeats=1, headline=["lade(3,2,2)"], headline_prompts={"mt_bench": 3,
-                                                                                                     "humaneval": 2})
+                       ignore_eos=True, progress=False, repeats=1, headline=["lade(3,2,2)"],
+                       headline_prompts={"mt_bench": 3, "humaneval": 2})
     ran = df.groupby(["prompt_set", "method"]).size().to_dict()
     assert ran == {("mt_bench", "greedy"): 3, ("mt_bench", "lade(3,2,2)"): 3, ("mt_bench", "pld(4)"): 1,
                    ("humaneval", "greedy"): 2, ("humaneval", "lade(3,2,2)"): 2, ("humaneval", "pld(4)"): 1}
@@ -178,7 +178,8 @@ def test_a_beam_search_run_is_paired_with_plain_beam_search(tiny_dir):
 
 
 def test_rows_hold_the_median_of_their_repeats_and_an_aa_row(results):
-    """Every row keeps each repeat's wall time and its `wall_s` is their median (the median repeat's); per prompt, the A/A row compares
+    """Every row keeps each repeat's wall time and its `wall_s` is their median (the median repeat's); per prompt,
+    the A/A row compares
     greedy's first repeat (reference_wall_s) with its second (wall_s), so the summary puts the noise floor beside
     each method."""
     df = results
