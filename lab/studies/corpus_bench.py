@@ -28,6 +28,7 @@ from lab.harness import bench
 from lab.harness.methods import Method
 from lab.harness.prompts import PROMPT_DIR, EncodedPrompt, encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
+from lab.harness.stats import aa_name
 
 FILL_BATCH = 16  # earlier requests decoded at once (plain batched greedy) to fill a corpus
 TWO_TURNS = "mt_bench_two_turns"  # the frozen repeated-workload set (data/prompts/MANIFEST.json)
@@ -125,8 +126,8 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) ->
         encoded = _chat(tokenizer, row["turns"], [answer])
         prompt = bench._Prompt(TWO_TURNS, str(row["id"]), encoded,
                                (encoded.input_ids.to(device), encoded.attention_mask.to(device)), True)
-        runs = bench._rotated_runs(model, methods, prompt, kwargs, 1, first=i, done=lambda: None)
-        table += bench._paired_rows(prompt, methods, runs, 1)
+        runs = bench._rotated_runs(model, methods, prompt, kwargs, bench.REPEATS, first=i, done=lambda: None)
+        table += bench._paired_rows(prompt, methods, runs, bench.REPEATS)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     df = pd.DataFrame(table).assign(model=name.rstrip("/").rsplit("/", 1)[-1],
                                     dtype=str(model.dtype).removeprefix("torch."))
@@ -160,7 +161,8 @@ def corpus_summary(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _with_corpus_columns(rows: pd.DataFrame, workload: str, sizes: dict[str, int]) -> pd.DataFrame:
     attrs = rows.attrs
-    rows = rows.assign(workload=workload, corpus_requests=[-1 if m == "greedy" else sizes.get(m, 0)
+    plain = ("greedy", aa_name("greedy"))  # no lade, no corpus
+    rows = rows.assign(workload=workload, corpus_requests=[-1 if m in plain else sizes.get(m, 0)
                                                            for m in rows["method"]])
     rows.attrs = attrs
     return rows

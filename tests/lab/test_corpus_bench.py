@@ -37,9 +37,10 @@ def test_rows_follow_the_schema_and_are_exact(saved):
     spec = rows[rows["workload"] == "spec_bench"]
     assert list(dict.fromkeys(spec["prompt_id"])) == list(load_prompts("spec_bench:mt_bench", 2)["id"])
     assert dict(zip(spec["method"], spec["corpus_requests"])) == {
-        "greedy": -1, "lade-auto": 0, "lade-auto+corpus(3)": 3, "lade-auto+corpus(70)": 70}
+        "greedy": -1, "lade-auto": 0, "lade-auto+corpus(3)": 3, "lade-auto+corpus(70)": 70, "greedy (A/A)": -1}
     two = rows[rows["workload"] == "two_turns"]
-    assert len(two) == 2 * 3 and set(two["corpus_requests"]) == {-1, 0, 2}
+    assert len(two) == 2 * 4 and set(two["corpus_requests"]) == {-1, 0, 2}  # greedy, auto, corpus, greedy's A/A
+    assert (rows[rows["method"] != "greedy (A/A)"]["wall_s_repeats"].map(len) == 3).all()
 
 
 def test_a_frozen_corpus_drafts_but_never_learns():
@@ -51,10 +52,11 @@ def test_a_frozen_corpus_drafts_but_never_learns():
 
 
 def test_findings_and_figure_from_the_results(saved):
-    """Findings give every claim its n (pooled tasks, per task, two turns); the figure draws both panels."""
+    """Findings give every claim its n (pooled tasks, per task, two turns; each with greedy's A/A row); the figure
+    draws both panels."""
     text = findings.corpus(saved)
     claims = [line for line in text.splitlines() if line.startswith("- ")]
-    assert text.startswith("## Findings") and len(claims) == 3 + 3 + 2 and all("n=" in c for c in claims)
+    assert text.startswith("## Findings") and len(claims) == 4 + 4 + 3 and all("n=" in c for c in claims)
     fig = corpus_plot(cb.corpus_summary(load_results(saved)), "heading")
     assert len(fig.axes) == 2
 
