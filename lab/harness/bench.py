@@ -124,6 +124,7 @@ def run_benchmark(
     headline_prompts: int | Mapping[str, int] | None = None,
     num_beams: int = 1,
     split: str = "evaluation",
+    skip: int = 0,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
@@ -140,8 +141,9 @@ def run_benchmark(
     {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
     speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
     that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. split: which
-    prompts of each set (lab.harness.splits; "tuning" for what tunes lade). Returns a DataFrame with ROW_COLUMNS;
-    provenance in `df.attrs`.
+    prompts of each set (lab.harness.splits; "tuning" for what tunes lade). skip: leave out each set's first `skip`
+    prompts (e.g. the earlier requests a corpus holds), counting from the one after them. Returns a DataFrame with
+    ROW_COLUMNS; provenance in `df.attrs`.
     """
     # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
     methods = _checked_methods(methods, headline, headline_prompts, num_beams)
@@ -156,7 +158,9 @@ def run_benchmark(
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
     # 2 encode every prompt once, on the model's device
-    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format, split)
+    if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+        raise ValueError(f"skip must be a non-negative integer (prompts left out of each set), got {skip!r}")
+    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format, split, skip)
     # 3 warm up every method untimed
     if warmup and prompts:
         for method in methods:
@@ -179,6 +183,7 @@ def run_benchmark(
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
         headline=list(headline), headline_prompts=headline_prompts,
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats, num_beams=num_beams, split=split,
+        **({"skip": skip} if skip else {}),
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
@@ -236,11 +241,15 @@ class _Prompt:
 
 
 def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
-            prompt_format: str, split: str = "evaluation") -> list[_Prompt]:
+            prompt_format: str, split: str = "evaluation", skip: int = 0) -> list[_Prompt]:
     device = next(model.parameters()).device
     prompts = []
     for name in prompt_sets:
-        for j, row in enumerate(load_prompts(name, widest[name], split=split)):
+        rows = load_prompts(name, widest[name] + skip, split=split)
+        if skip and len(rows) < widest[name] + skip:
+            raise ValueError(f"{name} has {len(rows)} prompts in its {split} split: fewer than the {skip} skipped and "
+                             f"{widest[name]} measured")
+        for j, row in enumerate(rows.select(range(skip, len(rows)))):
             encoded = encode_prompt(tokenizer, row["prompt"], name, prompt_format)
             ids = (encoded.input_ids.to(device), encoded.attention_mask.to(device))
             prompts.append(_Prompt(name, str(row["id"]), encoded, ids, j < counts[name]))
