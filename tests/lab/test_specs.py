@@ -112,7 +112,7 @@ def _write_spec(tmp_path, **content) -> Path:
     ({"per_notebook": {"01_mt_bench_speedup": {"temperatures": [1]}}}, "not parameters of that notebook"),
     ({"notebooks": ["06_ablation"], "models": [{"name": "a", "path": "x"}, {"name": "b", "path": "y"}]},
      "measures one model"),
-    ({"n_prompts": "ten"}, "n_prompts: 'ten' is not an integer \\(01_mt_bench_speedup's default: 10\\)"),
+    ({"n_prompts": "ten"}, "n_prompts: 'ten' is not an integer \\(01_mt_bench_speedup's default: 8\\)"),
     ({"n_prompts": -3}, "n_prompts: -3 is not an integer >= 1"),
     ({"n_prompts": 2.5}, "n_prompts: 2.5 is not an integer"),
     ({"quick": "yes"}, "quick: 'yes' is not true or false"),
