@@ -18,6 +18,10 @@ from lab.studies.findings import corpus as findings
 # what notebook 10 calls
 __all__ = ["STUDY", "corpus_plot", "corpus_summary", "findings", "intro", "run_corpus_benchmark"]
 
+PROTOCOL_TEXT = {  # lab.studies.corpus_bench.PROTOCOLS, as the intro says them
+    "preceding": "\"preceding\" (lade filled each task's corpus decoding the questions before the measured ones)",
+    "following": "\"following\" (the first questions measured, the corpus of the next ones by plain batched greedy)",
+}
 SPEC_BENCH_QUESTIONS = 80 - TUNING_SIZE  # questions of each Spec-Bench task a notebook may use (lab.harness.splits)
 
 
@@ -52,5 +56,7 @@ STUDY = Study(
 
 def intro(path: Path) -> str:
     """Notebook 10: the methods, tasks, counts and corpus sizes (earlier requests per task) its results file holds."""
-    sizes = load_results(path).attrs["provenance"]["params"]["sizes"]
-    return run_intro(path, [("corpus sizes", sorted(sizes))])
+    params = load_results(path).attrs["provenance"]["params"]
+    protocol = PROTOCOL_TEXT.get(params.get("protocol", "following"), params.get("protocol"))
+    return run_intro(path, [("corpus sizes", sorted(params["sizes"])), ("corpus protocol", [protocol]),
+                            ("timings per prompt", [params.get("repeats", 1)])])
