@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from lab.harness.methods import reference_method
+from lab.harness.stats import aa_name
 
 EXACT_DTYPES = ("float32", "float64")  # dtypes in which lookahead output must equal plain greedy
 
@@ -27,9 +28,11 @@ def first_divergence(output: torch.Tensor, reference: torch.Tensor) -> int:
 
 
 def agreement_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, dtype, prompt_set, method) other than plain greedy: prompts, share of outputs identical to plain
-    greedy, the first-divergence positions of the others (sorted) and their median."""
-    others = rows[rows["method"] != reference_method(rows["method"])]
+    """Per (model, dtype, prompt_set, method) other than plain greedy (and its A/A row, plain greedy again): prompts,
+    share of outputs identical to plain greedy, the first-divergence positions of the others (sorted) and their
+    median."""
+    reference = reference_method(rows["method"])
+    others = rows[~rows["method"].isin([reference, aa_name(reference)])]
     out = []
     for keys, group in others.groupby(["model", "dtype", "prompt_set", "method"], sort=False):
         positions = sorted(int(p) for p in group["first_divergence"] if p >= 0)

@@ -17,6 +17,10 @@ after one untimed warm-up of each; "auto" is resolved (its latency profile measu
 `ignore_eos` (default) every row generates exactly `max_new_tokens`, so both methods do the same work per row. Every
 lade row is compared token for token with plain greedy's row of the same batch.
 
+Every batch runs `repeats` times (bench.REPEATS by default), the methods' order rotated each time; a row holds its
+median repeat and every repeat's wall time, and plain greedy's first repeat against its second is the A/A row
+(`greedy (A/A)`), the ratio that noise alone gives.
+
 The unit of a batch-size comparison is a batch (its rows share one wall time): intervals resample batches
 (lab.harness.stats),
 and a batch size with fewer than five batches in a set shows its single batches instead.
@@ -37,12 +41,12 @@ import pandas as pd
 import torch
 
 from lab.harness.agreement import EXACT_DTYPES, first_divergence
-from lab.harness.bench import rotated, time_generate
+from lab.harness.bench import checked_repeats, rotated, time_generate
 from lab.harness.methods import Method, measure_row_profiles
 from lab.harness.prompts import SPEC_BENCH_TASKS, Prompt, encode_prompts, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
-from lab.harness.stats import summarize_runs
+from lab.harness.stats import aa_name, median_repeat, summarize_runs
 from lab.harness.timing import ForwardTimer, progress_bar
 from lade.rows import left_pad, row_lengths
 
@@ -80,6 +84,10 @@ BATCH_COLUMNS = {
     "rows_identical": "rows whose output equals plain batched greedy's row token for token",
     "matches_greedy": "every row of the batch identical to plain batched greedy",
     "speedup": "tokens_per_s / plain batched greedy's tokens_per_s on the same batch",
+    "wall_s_repeats": "wall-clock seconds of each repeat, in run order (`wall_s` and the other columns: the median "
+                      "repeat's; the A/A row: plain batched greedy's)",
+    "reference_wall_s": "the A/A row only (greedy (A/A)): plain batched greedy's first repeat, its speedup's reference "
+                        "(its wall_s: the second)",
 }
 
 
@@ -157,6 +165,20 @@ def _batch_rows(prompts: list[Prompt], size: int, batch: int, methods: list[Meth
     return records
 
 
+def _with_repeats(records: list[dict[str, Any]], runs: dict[str, list[_Run]]) -> list[dict[str, Any]]:
+    """Each record with its repeats' wall times, then (two or more repeats) plain greedy's A/A record: its first
+    repeat (reference_wall_s) against its second (wall_s and the second run's forwards)."""
+    out = [r | {"wall_s_repeats": [t.wall for t in runs[r["method"]]], "reference_wall_s": None} for r in records]
+    plain = runs[REFERENCE]
+    if len(plain) < 2:
+        return out
+    reference = next(r for r in out if r["method"] == REFERENCE)
+    first, second = plain[0].wall, plain[1].wall
+    return out + [reference | {"method": aa_name(REFERENCE), "first": False, "wall_s": second,
+                               "reference_wall_s": first, "tokens_per_s": reference["new_tokens"] / second,
+                               "speedup": first / second}]
+
+
 def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: int, repeat_plain: bool = False
              ) -> list[Method]:
     """Plain greedy first, then the lade `methods`, then AGAIN with `repeat_plain`; refused before any work: other
@@ -181,17 +203,19 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
                 methods: Sequence[Method] = (Method.auto(),), n_prompts: int = 16, max_new_tokens: int = 128,
                 ignore_eos: bool = True, warmup: bool = True, progress: bool = True, prompt_format: str = "auto",
                 model_name: str | None = None, latency=None, repeat_plain: bool = False,
-                **provenance_params: Any) -> pd.DataFrame:
+                repeats: int | None = None, **provenance_params: Any) -> pd.DataFrame:
     """Plain batched greedy and each lade method on every batch of every size (rows: BATCH_COLUMNS).
 
     latency: the latency model (q -> seconds) "auto" and adaptive configs plan with; None: the model's measured
     profile (lade.auto_config). prompt_format: lab.harness.prompts.encode_prompt. repeat_plain: also run plain batched
     greedy
     a second time on every batch, in the rotation like any method (rows named AGAIN.name): its ratio to the first
-    run is what the run's noise alone gives. Returns a DataFrame; provenance in attrs.
+    run is what the run's noise alone gives. repeats: runs of every method per batch (None: bench.REPEATS), a row
+    holding its median repeat; two or more add the A/A row. Returns a DataFrame; provenance in attrs.
     """
     # 1 validate before any work; resolve auto (its latency profile measured or loaded) before any timing
     everything = _checked(methods, batch_sizes, n_prompts, repeat_plain)
+    repeats = checked_repeats(repeats)
     labels = {m.name: m.resolved(model, latency).config_label() for m in everything if m.kind == "lade"}
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     gen_kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": max_new_tokens, "pad_token_id": pad}
@@ -216,9 +240,13 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
     records = []
     for turn, (size, k, chunk) in enumerate(progress_bar(batches, show=progress, desc="batches", unit="batch")):
         ids, mask = left_pad([p.tokens for p in chunk], pad)  # [B, P], [B, P]
-        order = rotated(everything, turn)
-        runs = {m.name: _generate(model, m, ids.to(device), mask.to(device), gen_kwargs, latency) for m in order}
-        records += _batch_rows(chunk, size, k, everything, runs, order, labels, eos)
+        runs: dict[str, list[_Run]] = {m.name: [] for m in everything}
+        for rep in range(repeats):
+            for m in rotated(everything, turn + rep):
+                runs[m.name].append(_generate(model, m, ids.to(device), mask.to(device), gen_kwargs, latency))
+        median = {name: timed[median_repeat([r.wall for r in timed])] for name, timed in runs.items()}
+        records += _with_repeats(_batch_rows(chunk, size, k, everything, median, rotated(everything, turn), labels,
+                                             eos), runs)
     # 5 record
     name_or_path = getattr(model.config, "_name_or_path", "") or type(model).__name__
     label = {"model": model_name or Path(name_or_path).name, "dtype": str(model.dtype).removeprefix("torch.")}
@@ -226,7 +254,7 @@ def run_batched(model, tokenizer, prompt_sets: Sequence[str] = SETS, batch_sizes
     df.attrs["provenance"] = provenance(
         model=name_or_path, model_name=label["model"], **model_record(model), prompt_format=prompt_format,
         prompt_sets=list(prompt_sets), n_prompts=n_prompts, batch_sizes=list(batch_sizes),
-        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, methods=labels,
+        max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, methods=labels, repeats=repeats,
         latency="given" if latency is not None else "measured profile",
         **({"repeat_plain": True} if repeat_plain else {}), **provenance_params)
     return df
@@ -236,7 +264,7 @@ def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Assert that every lade row of an fp32 run (and the A/A run's, with repeat_plain) equals plain batched greedy's
     (an AssertionError names each batch that differs); return per (prompt_set, batch_size, method) the rows and the
     share identical (the measurement in fp16/bf16)."""
-    lade = rows[rows["method"] != REFERENCE]
+    lade = rows[~rows["method"].isin([REFERENCE, aa_name(REFERENCE)])]
     bad = lade[lade["dtype"].isin(EXACT_DTYPES) & ~lade["matches_greedy"].astype(bool)]
     if len(bad):
         where = ", ".join(f"{r.prompt_set}/B={r.batch_size}/batch {r.batch}/{r.method} ({r.rows_identical} of {r.rows}"
@@ -311,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                         "--max-new-tokens)")
     parser.add_argument("--repeat-plain", action="store_true", help="run plain batched greedy twice per batch (an A/A "
                         "pair: the ratio the run's noise alone gives)")
+    parser.add_argument("--repeats", type=int, default=None, help="runs of every method per batch (default "
+                        "bench.REPEATS; a row: the median repeat; two or more add greedy's A/A row)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=None, help="results file (.jsonl)")
     args = parser.parse_args(argv)
@@ -323,8 +353,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     df = run_batched(model, tokenizer, args.sets.split(","), [int(b) for b in args.batch_sizes.split(",")],
                      [*(Method.parse(m) for m in args.methods.split(",") if m.strip()),
                       *(Method.from_label(c) for c in args.config)], args.n, args.max_new_tokens,
-                     ignore_eos=not args.eos, repeat_plain=args.repeat_plain, model_arg=args.model,
-                     threads=torch.get_num_threads())
+                     ignore_eos=not args.eos, repeat_plain=args.repeat_plain, repeats=args.repeats,
+                     model_arg=args.model, threads=torch.get_num_threads())
     report(summarize_batches(df), df, args.out)
     return df
 

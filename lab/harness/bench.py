@@ -15,10 +15,13 @@ CLI: `python -m lab.harness.bench --model embedded --sets mt_bench,humaneval --n
 --methods greedy,auto,pld --config 4,5,5 --threads 1 --out results/bench.jsonl` (`--config N,W,G`,
 repeatable; `auto` = lade.cost's choice for the model and device, see lade.auto_config).
 
-Methods run interleaved per prompt (their order rotates from prompt to prompt) after one untimed warm-up
-run of each, so they share the machine's state; plain greedy always runs, as the reference for speed
-ratios and for exactness. Timings are wall-clock on whatever else the machine is doing: `summarize` gives
-each speedup and compression with a 95% bootstrap interval over prompts.
+Methods run interleaved per prompt (their order rotates from prompt to prompt and from repeat to repeat) after
+one untimed warm-up run of each, so they share the machine's state; plain greedy always runs, as the reference for
+speed ratios and for exactness. Every method times each prompt `repeats` times (REPEATS by default); a row's times
+are its median repeat's (`wall_s_repeats` keeps each one), and with two or more repeats the A/A row (method
+`greedy (A/A)`: greedy's first repeat against its second on each prompt) measures what noise alone gives. Timings
+are wall-clock on whatever else the machine is doing: `summarize` gives each speedup and compression with a 95%
+percentile bootstrap interval over prompts (none below lab.harness.stats.MIN_INTERVAL_N prompts).
 
 Results schema: one row per (prompt, method), columns ROW_COLUMNS; `df.attrs["provenance"]` holds
 `lab.harness.provenance.provenance(...)` with the run's parameters and `df.attrs["summary"]` the run's `summarize`
@@ -41,7 +44,7 @@ from lab.harness.prompts import EncodedPrompt, encode_prompts, load_prompts
 from lab.harness.prompts import Prompt as _Prompt  # one prompt as fed (lab.studies.corpus_bench builds them too)
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
-from lab.harness.stats import summarize_runs
+from lab.harness.stats import aa_name, median_repeat, summarize_runs
 from lab.harness.timing import ForwardTimer, Timed, progress_bar, timed_generate
 
 ROW_COLUMNS = {
@@ -55,13 +58,16 @@ ROW_COLUMNS = {
     "config": "'N,W,G' for lookahead methods (the resolved one for auto), '' otherwise",
     "prompt_tokens": "prompt length in tokens",
     "new_tokens": "tokens generated",
-    "wall_s": "wall-clock time of the generate call (prefill included)",
+    "wall_s": "wall-clock time of the generate call (prefill included): the median repeat's (the A/A row: the "
+              "reference's second repeat)",
+    "wall_s_repeats": "wall-clock time of each repeat, in run order (the A/A row: the reference's)",
+    "reference_wall_s": "the A/A row only: the reference's first repeat, its `speedup`'s reference (else empty)",
     "tokens_per_s": "new_tokens / wall_s",
     "forward_calls": "forward passes of the benchmarked model (prefill included)",
     "compression": "new_tokens / forward_calls (plain greedy: 1.0)",
     "step_tokens": "mean tokens fed per forward call after the prefill (plain greedy: 1.0)",
     "single_token_steps": "share of the forward calls after the prefill that fed one token (plain greedy: 1.0)",
-    "forward_s": "time spent inside the model's forward",
+    "forward_s": "time spent inside the model's forward (the median repeat's)",
     "host_share": "1 - forward_s / wall_s: share of time outside the model forward",
     "matches_greedy": "output token-for-token identical to the reference's (plain greedy; plain beam search, method "
                       "beam(k), in a beam-search run) with the same model and dtype on this prompt",
@@ -84,7 +90,7 @@ def time_generate(model, method: Method, input_ids: torch.Tensor, attention_mask
 
 def _row(prompt_set: str, prompt_id: str, prompt: EncodedPrompt, method: Method, new: torch.Tensor, wall: float,
          timer: ForwardTimer, forward_s: float) -> dict[str, Any]:
-    """wall, forward_s: seconds of one generate call and of its forwards (means over the repeats)."""
+    """wall, forward_s: seconds of one generate call and of its forwards (the median repeat's)."""
     n = int(new.numel())
     return {
         "prompt_set": prompt_set, "prompt_id": prompt_id, "prompt_format": prompt.format, "prompt_text": prompt.text,
@@ -113,11 +119,12 @@ def run_benchmark(
     progress: bool = True,
     prompt_format: str = "auto",
     model_name: str | None = None,
-    repeats: int = 1,
+    repeats: int | None = None,
     headline: Collection[str] = (),
     headline_prompts: int | Mapping[str, int] | None = None,
     num_beams: int = 1,
     split: str = "evaluation",
+    skip: int = 0,
     **provenance_params: Any,
 ) -> pd.DataFrame:
     """Run every method on the first `n_prompts` prompts of each set; one row per (prompt, method).
@@ -127,17 +134,20 @@ def run_benchmark(
     warm-up measures the latency). `ignore_eos=True` always generates `max_new_tokens`.
     n_prompts: one count for every set, or {set: count}. prompt_format: chat / raw / auto / reference
     (lab.harness.prompts.encode_prompt). model_name: the `model` column (default: the model's folder name).
-    repeats: every method runs each prompt this many times (in a different rotation each time); a row's times are
-    the means over the repeats. headline / headline_prompts: the methods named in `headline` (with greedy, their
+    repeats: every method runs each prompt this many times (in a different rotation each time; None: REPEATS); a
+    row's times are its median repeat's, and two or more add the reference's A/A row per prompt.
+    headline / headline_prompts: the methods named in `headline` (with greedy, their
     reference) also run the prompts after the first `n_prompts`, up to `headline_prompts` per set (one count or
     {set: count}), so a headline speedup gets a narrow interval while the comparisons run on fewer prompts; every
     speedup is paired with greedy on the prompts its method ran. num_beams > 1: every method runs beam search with
     that many beams, and the reference is plain beam search (named beam(k)) instead of plain greedy. split: which
-    prompts of each set (lab.harness.splits; "tuning" for what tunes lade). Returns a DataFrame with ROW_COLUMNS;
-    provenance in `df.attrs`.
+    prompts of each set (lab.harness.splits; "tuning" for what tunes lade). skip: leave out each set's first `skip`
+    prompts (e.g. the earlier requests a corpus holds), counting from the one after them. Returns a DataFrame with
+    ROW_COLUMNS; provenance in `df.attrs`.
     """
     # 1 validate (before any work), then resolve auto configs (latency measured or cached) before any timing
     methods = _checked_methods(methods, headline, headline_prompts, num_beams)
+    repeats = checked_repeats(repeats)
     counts, widest = _prompt_counts(prompt_sets, n_prompts, headline_prompts)
     # beam search resolves "auto" itself (lade.beams prices each beam step), so it stays "auto:TASK" there
     methods = [m.resolved(model) for m in methods] if num_beams == 1 else methods
@@ -148,7 +158,9 @@ def run_benchmark(
     if ignore_eos:
         gen_kwargs["eos_token_id"] = None
     # 2 encode every prompt once, on the model's device
-    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format, split)
+    if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+        raise ValueError(f"skip must be a non-negative integer (prompts left out of each set), got {skip!r}")
+    prompts = _encode(model, tokenizer, prompt_sets, counts, widest, prompt_format, split, skip)
     # 3 warm up every method untimed
     if warmup and prompts:
         for method in methods:
@@ -171,10 +183,22 @@ def run_benchmark(
         prompt_format=prompt_format, prompt_sets=list(prompt_sets), n_prompts=n_prompts,
         headline=list(headline), headline_prompts=headline_prompts,
         max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, repeats=repeats, num_beams=num_beams, split=split,
+        **({"skip": skip} if skip else {}),
         methods={m.name: m.config_label() for m in methods}, **provenance_params,
     )
     df.attrs["summary"] = summarize(df).to_dict("records")  # saved beside the rows with the provenance
     return df
+
+
+REPEATS = 3  # timings of every (prompt, method) in a benchmark; their median is the row's time
+
+
+def checked_repeats(repeats: int | None) -> int:
+    """`repeats` (None: REPEATS), refused unless a positive integer."""
+    repeats = REPEATS if repeats is None else repeats
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer (timings per prompt and method), got {repeats!r}")
+    return repeats
 
 
 def _checked_methods(methods: Sequence[Method], headline: Collection[str],
@@ -208,10 +232,17 @@ def _prompt_counts(prompt_sets: Sequence[str], n_prompts: int | Mapping[str, int
 
 
 def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
-            prompt_format: str, split: str = "evaluation") -> list[_Prompt]:
+            prompt_format: str, split: str = "evaluation", skip: int = 0) -> list[_Prompt]:
     device = next(model.parameters()).device
-    return [prompt for name in prompt_sets for prompt in encode_prompts(
-        tokenizer, name, load_prompts(name, widest[name], split=split), prompt_format, device, counts[name])]
+    prompts = []
+    for name in prompt_sets:
+        rows = load_prompts(name, widest[name] + skip, split=split)
+        if skip and len(rows) < widest[name] + skip:
+            raise ValueError(f"{name} has {len(rows)} prompts in its {split} split: fewer than the {skip} skipped and "
+                             f"{widest[name]} measured")
+        prompts += encode_prompts(tokenizer, name, rows.select(range(skip, len(rows))), prompt_format, device,
+                                  counts[name])
+    return prompts
 
 
 def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dict[str, Any], repeats: int,
@@ -233,22 +264,38 @@ def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
 
 
 def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
-    """One row per method (times: means over the repeats), with its divergence from and speedup over the reference
-    (methods[0]: plain greedy or plain beam search)."""
+    """One row per method (times: its median repeat's, lab.harness.stats.median_repeat), with its divergence from
+    and speedup over the reference
+    (methods[0]: plain greedy or plain beam search); with two or more repeats, then the reference's A/A row (its
+    first repeat against its second)."""
     outputs = {name: timed[0].new[0] for name, timed in runs.items()}
     rows = []
     for method in methods:
         timed = runs[method.name]
-        wall = sum(t.wall for t in timed) / repeats
-        forward_s = sum(t.timer.seconds for t in timed) / repeats
-        rows.append(_row(prompt.set_name, prompt.prompt_id, prompt.encoded, method, outputs[method.name], wall,
-                         timed[-1].timer, forward_s))
+        walls = [t.wall for t in timed]
+        median = timed[median_repeat(walls)]
+        row = _row(prompt.set_name, prompt.prompt_id, prompt.encoded, method, outputs[method.name], median.wall,
+                   median.timer, median.timer.seconds)
+        rows.append(row | {"wall_s_repeats": walls, "reference_wall_s": None})
     reference = rows[0]
     for row in rows:
         row["first_divergence"] = first_divergence(outputs[row["method"]], outputs[reference["method"]])
         row["matches_greedy"] = row["first_divergence"] == -1
         row["speedup"] = row["tokens_per_s"] / reference["tokens_per_s"]
+    if repeats >= 2:
+        rows.append(aa_row(reference, runs[reference["method"]][1].timer.seconds))
     return rows
+
+
+def aa_row(reference: dict[str, Any], second_forward_s: float) -> dict[str, Any]:
+    """The A/A row of a reference row timed two or more times: the same outputs, `wall_s` its second repeat and
+    `reference_wall_s` its first, so its speedup (first / second) is what timing noise alone gives.
+    second_forward_s: the second repeat's forward time."""
+    first, second = reference["wall_s_repeats"][:2]
+    n = reference["new_tokens"]
+    return reference | {"method": aa_name(reference["method"]), "wall_s": second, "reference_wall_s": first,
+                        "tokens_per_s": n / second, "speedup": first / second, "forward_s": second_forward_s,
+                        "host_share": max(0.0, 1.0 - second_forward_s / second)}
 
 
 def _per_set(count: int | Mapping[str, int], prompt_sets: Sequence[str]) -> dict[str, int]:
@@ -261,8 +308,9 @@ def _per_set(count: int | Mapping[str, int], prompt_sets: Sequence[str]) -> dict
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (prompt_set, method), in order of appearance: speedup over plain greedy (ratio of total times) and
-    compression (token-weighted) with 95% bootstrap intervals over prompts (lab.harness.stats), and totals-based
+    """Per (prompt_set, method), in order of appearance: speedup over plain greedy (ratio of total times; the A/A
+    row: greedy's first repeats over its second) and compression (token-weighted) with 95% bootstrap intervals over
+    prompts (lab.harness.stats), and totals-based
     tokens/s, tokens fed per step, share of one-token steps, host share, share of outputs identical to greedy."""
     out = summarize_runs(df, reference=reference_method(df["method"]))
     steps = (df["forward_calls"] - 1).clip(lower=0)  # forwards after the prefill
@@ -299,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                         "template) or reference (as the reference implementation's evaluation scripts)")
     parser.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     parser.add_argument("--no-warmup", action="store_true")
-    parser.add_argument("--repeats", type=int, default=1, help="runs of every method per prompt (times averaged)")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of every method per prompt (a row's "
+                        "time: their median; two or more add greedy's A/A row)")
     parser.add_argument("--headline", default="", help="comma-separated method names (e.g. lade-auto) that also run "
                         "the prompts after the first --n, up to --headline-n per set")
     parser.add_argument("--headline-n", type=int, default=None, help="prompts per set of the --headline methods")

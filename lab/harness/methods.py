@@ -110,8 +110,9 @@ def measure_row_profiles(model, methods: Iterable[Method], rows: Iterable[int]) 
 
 
 def reference_method(names: Iterable[str]) -> str:
-    """The reference among a run's method names: the plain method (greedy, or beam(k) in a beam-search run)."""
-    (name,) = {n for n in names if n == "greedy" or (n.startswith("beam(") and n.endswith(")"))}
+    """The reference among a run's method names: the plain method (greedy, or beam(k) in a beam-search run; not its
+    A/A row, lab.harness.stats.aa_name)."""
+    (name,) = {n for n in names if n == "greedy" or (n.startswith("beam(") and n.endswith(")") and " " not in n)}
     return name
 
 

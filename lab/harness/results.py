@@ -35,6 +35,9 @@ def load_results(path: str | Path) -> pd.DataFrame:
     for column in TEXT_COLUMNS:
         if column in df.columns:
             df[column] = df[column].fillna("").astype(str)
+    for column in [c for c in df.columns if c.endswith("_repeats")]:  # lists (a .csv holds their text)
+        df[column] = pd.Series([json.loads(v) if isinstance(v, str) else v for v in df[column]], index=df.index,
+                               dtype=object)
     meta = Path(f"{path}.provenance.json")
     if meta.exists():
         df.attrs.update(json.loads(meta.read_text()))

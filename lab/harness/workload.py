@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.harness.bench import runs_headline_prompts
+from lab.harness.bench import REPEATS, runs_headline_prompts
 from lab.harness.methods import Method
 from lab.harness.runs import SpecModel, headline_for, methods_for
 
@@ -27,6 +27,7 @@ class Work:
     tokens: int
     forwards: int = 0  # extra single forwards not tied to prompts (latency measurement)
     rows: int = 1  # sequences each forward carries (beams)
+    repeats: int = 1  # timings of each prompt (lab.harness.bench.REPEATS for a benchmark's rows)
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,10 @@ class Study:
 
 def bench_work(datasets: dict[str, int], methods: list[Method], tokens: int,
                wide: dict[str, int] | None = None, headline: Sequence[str] = (), rows: int = 1) -> list[Work]:
-    """Each method on each set's prompts; with `wide`, those that run the headline prompts on wide[set] instead."""
+    """Each method on each set's prompts, REPEATS times (run_benchmark's default); with `wide`, those that run the
+    headline prompts on wide[set] instead."""
     return [Work(ds, m.name, m.lookahead.key if m.kind == "lade" and not isinstance(m.lookahead, str) else None,
-                 wide[ds] if wide and runs_headline_prompts(m, headline) else n, tokens, rows=rows)
+                 wide[ds] if wide and runs_headline_prompts(m, headline) else n, tokens, rows=rows, repeats=REPEATS)
             for ds, n in datasets.items() for m in methods]
 
 

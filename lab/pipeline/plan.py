@@ -214,7 +214,7 @@ def _prior(config: tuple[int, ...]) -> tuple[float, float]:
 
 def estimate_seconds(work: list[Work], params: float, dtype: str, hardware: str) -> list[float]:
     """Seconds of each block of one model's work (loading the weights counted in the first): a prefill per prompt and
-    the decoding steps, priced by the roofline of `hardware` (`_roofline` of `params` weights in
+    repeat and the decoding steps, priced by the roofline of `hardware` (`_roofline` of `params` weights in
     `dtype`, plus a per-forward overhead on GPUs); lookahead steps at the cost prior's compression."""
     row, width = hardware_row(hardware), 4 if dtype == "float32" else 2
     overhead = 0.0 if hardware == "cpu" else GPU_FORWARD_OVERHEAD_S
@@ -224,7 +224,7 @@ def estimate_seconds(work: list[Work], params: float, dtype: str, hardware: str)
         compression, q = _prior(w.config) if w.config else (1.0, 1.0)
         step = latency(q * w.rows) + (HOST_S if w.config else 0.0)
         prefill = latency(PROMPT_TOKENS * w.rows)
-        seconds.append(w.forwards * latency(1) + w.prompts * (prefill + w.tokens / compression * step))
+        seconds.append(w.forwards * latency(1) + w.prompts * w.repeats * (prefill + w.tokens / compression * step))
     seconds[0] += params * width / LOAD_BYTES_PER_S
     return seconds
 
@@ -249,7 +249,7 @@ def plan_table(resolved: Resolved) -> pd.DataFrame:
                 rows.append({"notebook": nb, "model": entry.name, "weights": weights.source,
                              "present": "yes" if weights.present else "NO", "dataset": w.dataset, "method": w.method,
                              "dtype": p["dtype"], "device": p["device"],
-                             "prompts x tokens": f"{w.prompts} x {w.tokens}",
+                             "prompts x tokens": f"{w.prompts} x {w.tokens}", "repeats": w.repeats,
                              "est_s": None if s is None else s + NOTEBOOK_OVERHEAD_S / len(work)})
     return pd.DataFrame(rows)
 

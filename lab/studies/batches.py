@@ -13,6 +13,7 @@ from lab.harness.batched import (
     step_width_quantiles,
     summarize_batches,
 )
+from lab.harness.bench import REPEATS
 from lab.harness.intro import run_intro
 from lab.harness.methods import Method
 from lab.harness.results import load_results
@@ -30,11 +31,12 @@ __all__ = ["REFERENCE", "STUDY", "Fit", "batch_prediction_plot", "batch_throughp
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:
-    """Plain batched greedy and each lade method on every batch of each size: one prompt per batch of B rows per
-    forward (a step of B rows reads the weights once)."""
+    """Plain batched greedy and each lade method on every batch of each size, REPEATS times: one prompt per batch of
+    B rows per forward (a step of B rows reads the weights once)."""
     methods = [Method.greedy(), *(Method.parse(m) for m in p["methods"])]
     return [
-        Work(name, f"{m.name} B={b}", None, math.ceil(p["n_prompts"] / b), p["max_new_tokens"], rows=b)
+        Work(name, f"{m.name} B={b}", None, math.ceil(p["n_prompts"] / b), p["max_new_tokens"], rows=b,
+             repeats=REPEATS)
         for name in p["prompt_sets"]
         for b in p["batch_sizes"]
         for m in methods

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.harness.bench import ROW_COLUMNS
+from lab.harness.bench import REPEATS, ROW_COLUMNS
 from lab.harness.intro import run_intro
 from lab.harness.results import load_results
 from lab.harness.runs import SpecModel
@@ -18,37 +18,31 @@ from lab.studies.findings import corpus as findings
 # what notebook 10 calls
 __all__ = ["STUDY", "corpus_plot", "corpus_summary", "findings", "intro", "run_corpus_benchmark"]
 
+PROTOCOL_TEXT = {  # lab.studies.corpus_bench.PROTOCOLS, as the intro says them
+    "preceding": "\"preceding\" (lade filled each task's corpus decoding the questions before the measured ones)",
+    "following": "\"following\" (the first questions measured, the corpus of the next ones by plain batched greedy)",
+}
 SPEC_BENCH_QUESTIONS = 80 - TUNING_SIZE  # questions of each Spec-Bench task a notebook may use (lab.harness.splits)
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:
-    """Per task: the corpus's earlier requests decoded once (plain greedy, FILL_BATCH at a time), then greedy, lade auto
-    and lade auto with each corpus size on the measured questions; two-turn MT-Bench: turn 1 decoded (as the
-    corpus's), then turn 2 by greedy and both autos."""
+    """Per task (corpus_bench's default protocol, "preceding"): the questions before the measured ones decoded once
+    by lade auto filling the corpus, one at a time, then greedy, lade auto and lade auto with each corpus size on the
+    measured questions, REPEATS times each; two-turn MT-Bench: turn 1 decoded (plain batched greedy, as the corpus's),
+    then turn 2 by greedy and both autos, REPEATS times each."""
     tokens, n, largest = p["max_new_tokens"], p["n_prompts"], max(p["corpus_sizes"])
     work = []
     for task in p["tasks"]:
         ds = f"spec_bench:{task}"
         filled = min(largest, SPEC_BENCH_QUESTIONS - n)
-        work.append(
-            Work(
-                ds, "plain batched greedy (filling the corpus)", None, -(-filled // FILL_BATCH), tokens, rows=FILL_BATCH
-            )
-        )
+        work.append(Work(ds, "lade-auto corpus= (filling the corpus)", None, filled, tokens))
         names = ["greedy"] + [f"lade-auto+corpus({size})" if size else "lade-auto" for size in p["corpus_sizes"]]
-        work += [Work(ds, name, None, n, tokens) for name in names]
+        work += [Work(ds, name, None, n, tokens, repeats=REPEATS) for name in names]
     two = p["two_turn_prompts"]
-    turn1 = Work(
-        "mt_bench_two_turns", "plain batched greedy (turn 1)", None, -(-two // FILL_BATCH), tokens, rows=FILL_BATCH
-    )
-    return (
-        work
-        + [turn1]
-        + [
-            Work("mt_bench_two_turns", method, None, two, tokens)
-            for method in ("greedy", "lade-auto", "lade-auto+corpus")
-        ]
-    )
+    turn1 = Work("mt_bench_two_turns", "plain batched greedy (turn 1)", None, -(-two // FILL_BATCH), tokens,
+                 rows=FILL_BATCH)
+    return work + [turn1] + [Work("mt_bench_two_turns", method, None, two, tokens, repeats=REPEATS)
+                             for method in ("greedy", "lade-auto", "lade-auto+corpus")]
 
 
 STUDY = Study(
@@ -62,5 +56,7 @@ STUDY = Study(
 
 def intro(path: Path) -> str:
     """Notebook 10: the methods, tasks, counts and corpus sizes (earlier requests per task) its results file holds."""
-    sizes = load_results(path).attrs["provenance"]["params"]["sizes"]
-    return run_intro(path, [("corpus sizes", sorted(sizes))])
+    params = load_results(path).attrs["provenance"]["params"]
+    protocol = PROTOCOL_TEXT.get(params.get("protocol", "following"), params.get("protocol"))
+    return run_intro(path, [("corpus sizes", sorted(params["sizes"])), ("corpus protocol", [protocol]),
+                            ("timings per prompt", [params.get("repeats", 1)])])

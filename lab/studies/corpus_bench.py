@@ -1,16 +1,22 @@
 """Notebook 10: lade auto drafting from a corpus of earlier requests (lade.Corpus) against plain greedy.
 
 Two workloads, each paired with greedy on the same prompts:
-- Spec-Bench by task as the corpus grows: a task's first `n_prompts` questions are measured; the corpus holds the
-  prompts and outputs of the next `size` questions of the same task (never a measured one), for each size in `sizes`
-  (clipped to the questions the task has beyond the measured ones);
+- Spec-Bench by task as the corpus grows, under one of two protocols (`protocol`):
+  - "preceding" (the default; issue 58's): a task's questions after its first max(sizes) are measured (`n_prompts`
+    of them); the corpus is filled by lade itself (`lade.generate(..., corpus=)`, lade auto) decoding, in order, the
+    max(sizes) questions that precede them, then frozen; a smaller size holds the last `size` of those requests;
+  - "following" (the earlier one): a task's first `n_prompts` questions are measured; the corpus holds the prompts
+    and outputs of the next `size` questions, decoded by plain batched greedy (`served`);
+  either way never a measured question, and each size clipped to the questions the task has;
 - two-turn MT-Bench (data/prompts/mt_bench_two_turns.jsonl): the second turn of each conversation is measured, its
   prompt holding the first turn and the model's greedy answer; the corpus holds every conversation's first turn
   (prompt and answer), as a server that kept its earlier requests would.
 
-The earlier requests are decoded once per task by plain batched greedy (`served`: the tokens lade would return, being
-exact, in a fraction of the time), then each corpus learns them in order (`FrozenCorpus.of`, measuring its drafts on
-each) and is frozen, so a measured call never learns from itself or from another measured prompt.
+Under "following" (and for the two-turn workload) the earlier requests are decoded once by plain batched greedy
+(`served`: the tokens lade would return, being exact, in a fraction of the time), then each corpus learns them in order
+(`FrozenCorpus.of`, measuring its drafts on each). Every corpus is frozen before the measured calls, so a measured call
+never learns from itself or from another measured prompt; every measured prompt is timed bench.REPEATS times, the
+methods interleaved.
 Rows: lab.harness.bench's ROW_COLUMNS plus CORPUS_COLUMNS.
 """
 
@@ -28,6 +34,7 @@ from lab.harness import bench
 from lab.harness.methods import Method
 from lab.harness.prompts import PROMPT_DIR, EncodedPrompt, encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
+from lab.harness.stats import aa_name
 
 FILL_BATCH = 16  # earlier requests decoded at once (plain batched greedy) to fill a corpus
 TWO_TURNS = "mt_bench_two_turns"  # the frozen repeated-workload set (data/prompts/MANIFEST.json)
@@ -37,11 +44,18 @@ CORPUS_COLUMNS = {
 }
 
 
+PROTOCOLS = ("preceding", "following")  # where a Spec-Bench task's corpus comes from (module docstring)
+
+
 class FrozenCorpus(lade.Corpus):
-    """A corpus that drafts but does not learn the calls it serves (so every measured call sees the same corpus)."""
+    """A corpus that drafts but does not learn the calls it serves (so every measured call sees the same corpus);
+    while `learning` is set (filling it by lade's own calls) it learns like lade.Corpus."""
+
+    learning = False
 
     def add(self, tokens: Sequence[int], prompt_length: int = 0) -> None:
-        pass
+        if self.learning:
+            lade.Corpus.add(self, tokens, prompt_length)
 
     @classmethod
     def of(cls, requests: Sequence[tuple[Sequence[int], int]]) -> FrozenCorpus:
@@ -95,16 +109,44 @@ def task_requests(model, tokenizer, name: str, start: int, stop: int, max_new_to
     return served(model, prompts, max_new_tokens, _pad(tokenizer))
 
 
+def lade_filled(model, tokenizer, name: str, stop: int, max_new_tokens: int, prompt_format: str
+                ) -> tuple[FrozenCorpus, list[tuple[list[int], int]]]:
+    """The corpus lade itself fills decoding questions 0 .. stop of `name` in order (lade auto with `corpus=`, one
+    request at a time), frozen; and those requests (tokens, prompt length), for smaller corpora of the same calls."""
+    prompts = [encode_prompt(tokenizer, p, name, prompt_format) for p in load_prompts(name, stop)["prompt"]]
+    corpus = FrozenCorpus(max_tokens=10**7)
+    corpus.learning = True
+    device, requests = next(model.parameters()).device, []
+    for prompt in prompts:
+        out = lade.generate(model, prompt.input_ids.to(device), "auto", attention_mask=prompt.attention_mask.to(device),
+                            corpus=corpus, do_sample=False, max_new_tokens=max_new_tokens,
+                            pad_token_id=_pad(tokenizer))  # [1, P + new]
+        requests.append((out[0].tolist(), prompt.input_ids.shape[1]))
+    corpus.learning = False
+    return corpus, requests
+
+
 def spec_bench_rows(model, tokenizer, task: str, sizes: Sequence[int], n_prompts: int, max_new_tokens: int,
-                    prompt_format: str) -> pd.DataFrame:
-    """One task: its first n_prompts questions measured with greedy, lade auto and lade auto with a corpus of each
-    size in `sizes` (clipped to the task's other questions; 0 is lade auto alone)."""
+                    prompt_format: str, protocol: str = "preceding") -> pd.DataFrame:
+    """One task: n_prompts questions measured with greedy, lade auto and lade auto with a corpus of each size in
+    `sizes` (clipped to the task's other questions; 0 is lade auto alone); which questions and corpora: `protocol`
+    (module docstring)."""
     name = f"spec_bench:{task}"
-    requests = task_requests(model, tokenizer, name, n_prompts, n_prompts + max(sizes), max_new_tokens, prompt_format)
-    counts = sorted({min(size, len(requests)) for size in sizes})
-    methods = [corpus_method(FrozenCorpus.of(requests[:k]) if k else None, k) for k in counts]
+    if protocol == "preceding":
+        skip = min(max(sizes), len(load_prompts(name)) - n_prompts)
+        largest, requests = lade_filled(model, tokenizer, name, skip, max_new_tokens, prompt_format) if skip else (
+            None, [])
+        counts = sorted({min(size, skip) for size in sizes})
+        corpora = {k: largest if k == skip else FrozenCorpus.of(requests[skip - k:]) for k in counts if k}
+    else:
+        skip = 0
+        requests = task_requests(model, tokenizer, name, n_prompts, n_prompts + max(sizes), max_new_tokens,
+                                 prompt_format)
+        counts = sorted({min(size, len(requests)) for size in sizes})
+        corpora = {k: FrozenCorpus.of(requests[:k]) for k in counts if k}
+    methods = [corpus_method(corpora.get(k), k) for k in counts]
     rows = bench.run_benchmark(model, tokenizer, [name], methods, max_new_tokens, n_prompts, progress=False,
-                               prompt_format=prompt_format)
+                               prompt_format=prompt_format, skip=skip)
     return _with_corpus_columns(rows, "spec_bench", dict(zip((m.name for m in methods), counts)))
 
 
@@ -125,8 +167,8 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) ->
         encoded = _chat(tokenizer, row["turns"], [answer])
         prompt = bench._Prompt(TWO_TURNS, str(row["id"]), encoded,
                                (encoded.input_ids.to(device), encoded.attention_mask.to(device)), True)
-        runs = bench._rotated_runs(model, methods, prompt, kwargs, 1, first=i, done=lambda: None)
-        table += bench._paired_rows(prompt, methods, runs, 1)
+        runs = bench._rotated_runs(model, methods, prompt, kwargs, bench.REPEATS, first=i, done=lambda: None)
+        table += bench._paired_rows(prompt, methods, runs, bench.REPEATS)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     df = pd.DataFrame(table).assign(model=name.rstrip("/").rsplit("/", 1)[-1],
                                     dtype=str(model.dtype).removeprefix("torch."))
@@ -135,16 +177,21 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) ->
 
 def run_corpus_benchmark(model, tokenizer, tasks: Sequence[str], sizes: Sequence[int], n_prompts: int,
                          two_turn_prompts: int, max_new_tokens: int, prompt_format: str = "auto",
-                         **provenance_params: Any) -> pd.DataFrame:
-    """Both workloads' rows, provenance in attrs (lab.harness.results.save_results writes it beside them)."""
-    parts = [spec_bench_rows(model, tokenizer, task, sizes, n_prompts, max_new_tokens, prompt_format)
+                         protocol: str = "preceding", **provenance_params: Any) -> pd.DataFrame:
+    """Both workloads' rows, provenance in attrs (lab.harness.results.save_results writes it beside them). protocol:
+    where a Spec-Bench task's corpus comes from (PROTOCOLS, module docstring)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in sizes):
+        raise ValueError(f"sizes must be non-negative integers (0: lade auto without a corpus), got {list(sizes)}")
+    parts = [spec_bench_rows(model, tokenizer, task, sizes, n_prompts, max_new_tokens, prompt_format, protocol)
              for task in tasks]
     parts.append(two_turn_benchmark(model, tokenizer, two_turn_prompts, max_new_tokens))
     df = pd.concat(parts, ignore_index=True)
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), **model_record(model), tasks=list(tasks), sizes=list(sizes),
         n_prompts=n_prompts, two_turn_prompts=two_turn_prompts, max_new_tokens=max_new_tokens,
-        prompt_format=prompt_format, **provenance_params)
+        prompt_format=prompt_format, protocol=protocol, repeats=bench.REPEATS, **provenance_params)
     return df
 
 
@@ -160,7 +207,8 @@ def corpus_summary(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _with_corpus_columns(rows: pd.DataFrame, workload: str, sizes: dict[str, int]) -> pd.DataFrame:
     attrs = rows.attrs
-    rows = rows.assign(workload=workload, corpus_requests=[-1 if m == "greedy" else sizes.get(m, 0)
+    plain = ("greedy", aa_name("greedy"))  # no lade, no corpus
+    rows = rows.assign(workload=workload, corpus_requests=[-1 if m in plain else sizes.get(m, 0)
                                                            for m in rows["method"]])
     rows.attrs = attrs
     return rows

@@ -24,6 +24,7 @@ from lab.harness.figure_style import (
     unity,
 )
 from lab.harness.methods import reference_method
+from lab.harness.stats import is_aa
 
 NOISE_DRAWS = 200  # resampled pairs behind the sampling-noise band
 TASK_LABELS = {"mt_bench": "multi-turn\nconversation", "translation": "translation", "summarization": "summarization",
@@ -198,14 +199,16 @@ def corpus_plot(summary: pd.DataFrame, heading: str, rows: pd.DataFrame | None =
     task key -> name (default: Spec-Bench's task names)."""
     labels = {**TASK_LABELS, **(labels or {})}
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.4), gridspec_kw={"width_ratios": [3, 1]})
-    spec = summary[(summary["workload"] == "spec_bench") & (summary["method"] != "greedy")].copy()
+    measured = (summary["method"] != "greedy") & ~summary["method"].map(is_aa)  # the A/A rows: the two-turn panel
+    spec = summary[(summary["workload"] == "spec_bench") & measured].copy()
     spec["corpus"] = [f"corpus of {int(n)} earlier requests" if n > 0 else "no corpus"
                       for n in spec["corpus_requests"]]
     spec = spec.sort_values("corpus_requests", kind="stable")
     tasks = list(dict.fromkeys(summary.loc[summary["workload"] == "spec_bench", "task"]))
     points = None
     if rows is not None:
-        points = rows[(rows["workload"] == "spec_bench") & (rows["method"] != "greedy")].copy()
+        points = rows[(rows["workload"] == "spec_bench") & (rows["method"] != "greedy")
+                      & ~rows["method"].map(is_aa)].copy()
         points["task"] = points["prompt_set"].str.partition(":")[2]
         points["corpus"] = [f"corpus of {int(n)} earlier requests" if n > 0 else "no corpus"
                             for n in points["corpus_requests"]]

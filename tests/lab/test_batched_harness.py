@@ -16,6 +16,7 @@ from lab.harness.batched import (
     spread_prompts,
     summarize_batches,
 )
+from lab.harness.bench import REPEATS
 from lab.harness.methods import Method
 from lab.harness.models import load_model
 from lab.harness.prompts import SPEC_BENCH_TASKS, load_prompts
@@ -52,11 +53,19 @@ def test_rows_equal_plain_batched_greedy_and_records_are_consistent(results):
     at most 1 + (W + G)(N - 1) = 9)."""
     df = results
     assert list(df.columns) == list(BATCH_COLUMNS)
-    assert len(df) == 2 * (4 + 2 + 1) * 3  # sets x batches of sizes 1, 2, 4 x methods
+    assert len(df) == 2 * (4 + 2 + 1) * 4  # sets x batches of sizes 1, 2, 4 x (methods and greedy's A/A)
     assert df["matches_greedy"].all() and (df["rows_identical"] == df["rows"]).all()
     assert (df["new_tokens"] == 10 * df["rows"]).all()
     greedy = df[df["method"] == "greedy"]
     assert (greedy["compression"] == 1.0).all() and (greedy["speedup"] == 1.0).all()
+    assert (df[df["method"] != "greedy (A/A)"]["wall_s_repeats"].map(len) == 3).all()
+    assert all(r.wall_s == sorted(r.wall_s_repeats)[1] for r in df[df["method"] != "greedy (A/A)"].itertuples())
+    aa = df[df["method"] == "greedy (A/A)"]
+    assert len(aa) == 2 * (4 + 2 + 1) and aa["matches_greedy"].all() and not aa["first"].any()
+    assert all(r.speedup == pytest.approx(r.reference_wall_s / r.wall_s) for r in aa.itertuples())
+    assert list(aa["reference_wall_s"]) == [w[0] for w in greedy["wall_s_repeats"]]
+    assert list(aa["wall_s"]) == [w[1] for w in greedy["wall_s_repeats"]]
+    assert prov_repeats(df) == 3
     assert (greedy["row_width"] == 1.0).all() and (greedy["plain_steps"] == 1.0).all()
     assert all(widths == [rows] * 9 for widths, rows in zip(greedy["step_widths"], greedy["rows"]))
     fixed = df[df["method"] == "lade(3,2,2)"]
@@ -71,6 +80,10 @@ def test_rows_equal_plain_batched_greedy_and_records_are_consistent(results):
     assert auto["config"].str.len().gt(0).all() and (greedy["config"] == "").all()
     prov = df.attrs["provenance"]
     assert prov["params"]["batch_sizes"] == [1, 2, 4] and prov["params"]["latency"] == "given"
+
+
+def prov_repeats(df: pd.DataFrame) -> int:
+    return df.attrs["provenance"]["params"]["repeats"]
 
 
 def test_each_batch_runs_its_methods_in_a_rotating_order(results):
@@ -122,7 +135,7 @@ def test_repeat_plain_adds_an_a_a_pair_to_every_batch(tiny, tmp_path):
     method: its rows equal the first run's, it is summarized beside the lade methods, and the provenance says so."""
     folder, model, tok = tiny
     df = run_batched(model, tok, ("mt_bench",), (1, 2), [Method.lade(3, 2, 2)], n_prompts=2, max_new_tokens=6,
-                     progress=False, latency=FLAT, repeat_plain=True)
+                     progress=False, latency=FLAT, repeat_plain=True, repeats=1)
     again = df[df["method"] == AGAIN.name]
     assert len(again) == 2 + 1 and again["matches_greedy"].all() and (again["compression"] == 1.0).all()
     assert df.groupby(["batch_size", "batch"])["method"].nunique().eq(3).all()
@@ -135,7 +148,8 @@ def test_repeat_plain_adds_an_a_a_pair_to_every_batch(tiny, tmp_path):
                                              warmup=False).attrs["provenance"]["params"]
     out = tmp_path / "aa.jsonl"
     cli = main(["--model", str(folder), "--sets", "humaneval", "--n", "1", "--batch-sizes", "1", "--max-new-tokens",
-                "4", "--methods", "", "--config", "3,2,2", "--repeat-plain", "--threads", "1", "--out", str(out)])
+                "4", "--methods", "", "--config", "3,2,2", "--repeat-plain", "--repeats", "1", "--threads", "1",
+                "--out", str(out)])
     assert set(cli["method"]) == {"greedy", AGAIN.name, "lade(3,2,2)"}
 
 
@@ -167,7 +181,8 @@ def test_cli_writes_results(tiny, tmp_path, capsys):
     out = tmp_path / "b.jsonl"
     df = main(["--model", str(folder), "--sets", "humaneval", "--n", "2", "--batch-sizes", "1,2",
                "--max-new-tokens", "6", "--methods", "", "--config", "3,2,2", "--threads", "1", "--out", str(out)])
-    assert out.exists() and set(df["method"]) == {"greedy", "lade(3,2,2)"} and df["matches_greedy"].all()
+    assert out.exists() and set(df["method"]) == {"greedy", "lade(3,2,2)", "greedy (A/A)"}
+    assert df["matches_greedy"].all()
     assert "lade(3,2,2)" in capsys.readouterr().out
 
 
@@ -190,6 +205,7 @@ def test_plan_prices_one_prompt_per_batch():
     [entry] = model_entries("embedded", [], [], "auto", "09_batches")
     p = notebook_parameters("09_batches") | {"n_prompts": 10, "batch_sizes": [1, 4], "prompt_sets": ["humaneval"]}
     work = {(w.dataset, w.method): w.prompts for w in notebook_work("09_batches", p, entry)}
+    assert {w.repeats for w in notebook_work("09_batches", p, entry)} == {REPEATS}
     assert work == {("humaneval", "greedy B=1"): 10, ("humaneval", "lade-auto B=1"): 10,
                     ("humaneval", "greedy B=4"): 3, ("humaneval", "lade-auto B=4"): 3}
 

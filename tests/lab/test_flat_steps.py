@@ -90,7 +90,7 @@ def test_the_experiment_matches_plain_batched_greedy(tmp_path):
     with mock.patch.object(fs, "_padded", wraps=fs._padded) as fed, \
             mock.patch.object(fs, "allocate_flat", wraps=fs.allocate_flat) as sized:
         df = fs.run_flat(model, tok, ("mt_bench",), (1, 2), Method.from_label("merged/8/adaptive"), 2, 8,
-                         progress=False, latency=FREE)
+                         progress=False, latency=FREE, repeats=1)
     assert df["matches_greedy"].all() and (df["rows_identical"] == df["rows"]).all()
     assert set(df["method"]) == {"greedy", "lade(merged/8/adaptive)", "lade(merged/8/adaptive)-flat"}
     assert fed.called and sized.called

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from lab.harness.bench import REPEATS
 from lab.harness.models import locate_weights
 from lab.harness.workload import Work
 from lab.pipeline.plan import estimate_seconds, hardware_row, missing_weights_message, notebook_work, resolve
@@ -112,7 +113,7 @@ def _write_spec(tmp_path, **content) -> Path:
     ({"per_notebook": {"01_mt_bench_speedup": {"temperatures": [1]}}}, "not parameters of that notebook"),
     ({"notebooks": ["06_ablation"], "models": [{"name": "a", "path": "x"}, {"name": "b", "path": "y"}]},
      "measures one model"),
-    ({"n_prompts": "ten"}, "n_prompts: 'ten' is not an integer \\(01_mt_bench_speedup's default: 10\\)"),
+    ({"n_prompts": "ten"}, "n_prompts: 'ten' is not an integer \\(01_mt_bench_speedup's default: 8\\)"),
     ({"n_prompts": -3}, "n_prompts: -3 is not an integer >= 1"),
     ({"n_prompts": 2.5}, "n_prompts: 2.5 is not an integer"),
     ({"quick": "yes"}, "quick: 'yes' is not true or false"),
@@ -251,6 +252,17 @@ def test_estimate_prices_work_on_the_hardware():
     assert more[0] > a100[0]
     with pytest.raises(SpecError, match="data/gpus.csv"):
         hardware_row("TPU v5")
+
+
+def test_estimate_prices_every_repeat_of_a_benchmark():
+    """A block timed 3 times costs 3 times the prompts' prefills and steps (the weights' load counted once), and the
+    benchmark notebooks' blocks carry bench.REPEATS."""
+    once, thrice = (estimate_seconds([Work("w", "x", None, 1, 0), Work("mt_bench", "greedy", None, 4, 64, repeats=r)],
+                                     135e6, "float32", "cpu")[1] for r in (1, 3))
+    assert thrice == pytest.approx(3 * once)
+    [entry] = model_entries("embedded", [], [], "auto", "01_mt_bench_speedup")
+    work = notebook_work("01_mt_bench_speedup", notebook_parameters("01_mt_bench_speedup"), entry)
+    assert {w.repeats for w in work} == {REPEATS}
 
 
 def run_all(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

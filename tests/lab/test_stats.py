@@ -4,7 +4,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.harness.stats import compression, interval, speedup, summarize_runs
+from lab.harness.stats import (
+    MIN_INTERVAL_N,
+    aa_name,
+    compression,
+    interval,
+    interval_or_points,
+    median_repeat,
+    speedup,
+    summarize_runs,
+)
 
 
 def test_definitions_on_known_counts():
@@ -30,9 +39,11 @@ def test_interval_covers_the_truth_about_95_percent_of_the_time():
 
 
 def test_interval_edge_cases():
-    """One prompt gives no interval; identical prompts give a zero-width one; ragged samples are refused."""
+    """Fewer than MIN_INTERVAL_N prompts give no interval; identical prompts give a zero-width one; ragged samples
+    are refused."""
     assert all(np.isnan(interval(compression, ([10.0], [5.0]))))
-    assert interval(compression, ([10.0, 10.0, 10.0], [5.0, 5.0, 5.0])) == (2.0, 2.0)
+    assert all(np.isnan(interval(compression, ([10.0, 12.0, 9.0, 11.0], [5.0, 5.0, 4.0, 6.0]))))
+    assert interval(compression, ([10.0] * MIN_INTERVAL_N, [5.0] * MIN_INTERVAL_N)) == (2.0, 2.0)
     with pytest.raises(ValueError, match="one length"):
         interval(compression, ([1.0, 2.0], [1.0]))
 
@@ -45,13 +56,59 @@ def _runs(walls: dict[str, list[float]], calls: dict[str, list[int]]) -> pd.Data
 def test_summarize_runs_pairs_prompts_with_their_reference():
     """The method's time on each prompt is set against greedy's time on the same prompt; a prompt without a greedy
     row is an error, not a silent drop."""
-    runs = _runs({"greedy": [2.0, 4.0, 6.0], "fast": [1.0, 2.0, 3.0]}, {"greedy": [64] * 3, "fast": [32, 30, 34]})
+    runs = _runs({"greedy": [2.0, 4.0, 6.0, 3.0, 5.0], "fast": [1.0, 2.0, 3.0, 1.5, 2.5]},
+                 {"greedy": [64] * 5, "fast": [32, 30, 34, 31, 33]})
     out = summarize_runs(runs).set_index("method")
     assert out.loc["fast", "speedup"] == pytest.approx(2.0)
     assert out.loc["fast", "speedup_low"] == out.loc["fast", "speedup_high"] == pytest.approx(2.0)
-    assert out.loc["fast", "compression"] == pytest.approx(192 / 96)
+    assert out.loc["fast", "compression"] == pytest.approx(320 / 160)
     assert out.loc["fast", "compression_low"] < 2.0 < out.loc["fast", "compression_high"]
     with pytest.raises(ValueError, match="no 'greedy' row"):
         summarize_runs(runs[~((runs["method"] == "greedy") & (runs["prompt_id"] == "1"))])
     with pytest.raises(ValueError, match="lack columns"):
         summarize_runs(runs.drop(columns="wall_s"))
+
+
+def test_summarize_runs_gives_no_interval_below_the_minimum():
+    """Two prompts: the point estimate, but NaN ends (show the points instead)."""
+    runs = _runs({"greedy": [2.0, 4.0], "fast": [1.0, 3.0]}, {"greedy": [64, 64], "fast": [32, 30]})
+    row = summarize_runs(runs).set_index("method").loc["fast"]
+    assert row["speedup"] == pytest.approx(6.0 / 4.0)
+    assert np.isnan(row["speedup_low"]) and np.isnan(row["speedup_high"]) and np.isnan(row["compression_low"])
+
+
+def test_aa_row_is_paired_with_its_own_reference_time():
+    """The A/A row's speedup is its reference_wall_s (the reference's first repeat) over its wall_s (the second),
+    not the reference row's median."""
+    runs = _runs({"greedy": [2.0] * 5, "fast": [1.0] * 5}, {"greedy": [64] * 5, "fast": [32] * 5})
+    runs["reference_wall_s"] = None
+    aa = _runs({aa_name("greedy"): [2.2, 1.8, 2.0, 2.0, 2.0]}, {aa_name("greedy"): [64] * 5})
+    aa["reference_wall_s"] = [2.0, 2.0, 2.0, 2.0, 2.0]
+    out = summarize_runs(pd.concat([runs, aa], ignore_index=True)).set_index("method")
+    assert aa_name("greedy") == "greedy (A/A)"
+    assert out.loc["greedy (A/A)", "speedup"] == pytest.approx(10.0 / 10.0)
+    assert out.loc["greedy (A/A)", "speedup_low"] < 1.0 < out.loc["greedy (A/A)", "speedup_high"]
+    assert out.loc["fast", "speedup"] == pytest.approx(2.0)
+
+
+def test_median_repeat():
+    """A row takes its median repeat's times (the lower median for an even count): one disturbed run does not move
+    them."""
+    assert median_repeat([1.0, 9.0, 1.2]) == 2
+    assert median_repeat([2.0]) == 0 and median_repeat([4.0, 1.0, 3.0, 2.0]) == 3
+    with pytest.raises(ValueError, match="at least one"):
+        median_repeat([])
+
+
+def test_interval_or_points():
+    """Below MIN_INTERVAL_N values: the estimate and the points, no interval; from it on: a percentile interval
+    around the estimate."""
+    few = interval_or_points([1.1, 1.3])
+    assert few.n == 2 and not few.has_interval and few.low is None and few.points == (1.1, 1.3)
+    assert few.estimate == pytest.approx(1.2)
+    assert few.text() == "1.20 (n = 2: 1.10, 1.30)"
+    many = interval_or_points([1.0, 1.1, 1.2, 1.3, 1.4, 1.5])
+    assert many.has_interval and many.low <= many.estimate <= many.high and many.n == 6
+    assert many.text().endswith("(n = 6)") and "[" in many.text()
+    with pytest.raises(ValueError, match="non-empty"):
+        interval_or_points([])

@@ -16,6 +16,7 @@ from lab.harness.results import load_results
 from lab.harness.splits import TUNING, TUNING_SIZE
 from lab.pipeline.plan import notebook_work, resolve
 from lab.pipeline.specs import SPEC_DIR, load_spec, model_entries, notebook_parameters
+from lab.studies.corpus import SPEC_BENCH_QUESTIONS
 from lab.studies.corpus_bench import two_turn_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +63,11 @@ def notebook_counts(nb: str, p: dict) -> dict[str, int]:
         "07_spec_bench": lambda: {f"spec_bench:{c}": n for c in p["categories"]},
         "08_beam_search": lambda: {f"spec_bench:{c}": max(n, more.get(c, 0)) for c in p["categories"]},
         "09_batches": lambda: dict.fromkeys(p["prompt_sets"], n),
-        "10_corpus": lambda: {f"spec_bench:{t}": n for t in p["tasks"]} | {"mt_bench_two_turns": p["two_turn_prompts"]},
+        # corpus_bench's "preceding" protocol: the first max(corpus_sizes) questions fill the corpus, the next n are
+        # measured
+        "10_corpus": lambda: {f"spec_bench:{t}": min(n + max(p["corpus_sizes"]), SPEC_BENCH_QUESTIONS)
+                              for t in p["tasks"]}
+        | {"mt_bench_two_turns": p["two_turn_prompts"]},
     }
     if nb not in counts:
         raise AssertionError(f"notebook {nb}: say in notebook_counts which prompts it evaluates")
@@ -79,10 +84,6 @@ def evaluated_ids(nb: str, p: dict) -> set[tuple[str, str]]:
             out |= pairs_of(name, (row["id"] for row in spread_prompts(name, count)))
         else:
             out |= pairs_of(name, first_ids(name, count))
-    if nb == "10_corpus":  # each task's corpus: the questions after the measured ones (corpus_bench.task_requests)
-        for task in p["tasks"]:
-            ids = first_ids(f"spec_bench:{task}")[p["n_prompts"]:p["n_prompts"] + max(p["corpus_sizes"])]
-            out |= pairs_of("spec_bench", ids)
     return out
 
 
