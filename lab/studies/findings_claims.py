@@ -136,14 +136,14 @@ def sampling_check(path: Path) -> list[Claim]:
     claims = []
     for sampler, part in joint.groupby("sampler", sort=False):
         rejected = int(part["reject"].sum())
-        text = ("follows plain sampling's joint law (no joint test rejected)" if not rejected else
+        text = ("no difference from plain sampling's joint law detected (no joint test rejected)" if not rejected else
                 f"differs from plain sampling ({rejected} of {len(part)} joint tests rejected)")
         claims.append(Claim(f"{sampler}: {text}", f"`{path.name}`, n = {int(part['n'].iloc[0])} continuations x "
                             f"{len(part)} settings, min p = {part['pvalue'].min():.3g} (level "
                             f"{part['level'].iloc[0]:.2g}); compression "
                             + ", ".join(f"{c:.2f}" for c in part["compression"]), MEASURED))
     for r in found.itertuples():
-        claims.append(Claim(f"the {r.test} test detects a biased verifier ({r.setting})",
+        claims.append(Claim(f"power of the {r.test} test against a biased verifier ({r.setting}): {r.power:.0%}",
                             f"`{path.name}`, {r.rejections} of {r.replicates} replicates of n = {r.n} rejected, "
                             f"power {r.power:.0%} [{r.power_low:.0%}, {r.power_high:.0%}]", MEASURED))
     return claims
