@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lab.harness.claims import MIN_INTERVAL, Claim, table
 from lab.harness.methods import reference_method
 from lab.harness.provenance import commit_label
 from lab.harness.results import load_results
 from lab.harness.stats import SEED, summarize_runs
+from lab.studies import findings_claims as fc
 from lab.studies.experiments import ablation_methods, ablation_table, scaling_table, speedup_summary, total_variation
 from lab.studies.figures_run import noise_band
 
-MIN_INTERVAL = 5  # prompts below which a mean gets no interval: its single prompts are listed instead
 RESAMPLES = 1000
 
 
@@ -47,16 +48,18 @@ SPEEDUP = ("speedup is the ratio of total times over the prompts each method ran
            "95% bootstrap interval where n >= 5.")
 
 
-def _header(path: Path, rows: pd.DataFrame, note: str = SPEEDUP.format("greedy")) -> list[str]:
+def _header(path: Path, rows: pd.DataFrame, note: str = SPEEDUP.format("greedy"),
+            claims: Sequence[Claim] = ()) -> list[str]:
+    """The findings' opening: heading, the claims table (lab.harness.claims), then where the numbers come from."""
     prov = rows.attrs.get("provenance", {})
     source = f"commit {commit_label(prov)}, {prov.get('device', 'unknown device')}"
-    return ["## Findings", "", f"From `{path.name}` ({source}); {note}", ""]
+    return ["## Findings", "", table(claims), "", f"From `{path.name}` ({source}); {note}", ""]
 
 
 def speedups(path: Path) -> str:
     """Notebooks 01, 02 and 07: every method's speedup over greedy per prompt set."""
     rows = load_results(path)
-    lines = _header(path, rows) + _methods(rows, speedup_summary(rows))
+    lines = _header(path, rows, claims=fc.speedups(path)) + _methods(rows, speedup_summary(rows))
     agree = rows.groupby("method")["matches_greedy"].mean()
     lines += ["", "Outputs identical to greedy: " + ", ".join(f"{m} {v:.0%}" for m, v in agree.items()) + "."]
     return "\n".join(lines)
@@ -84,11 +87,11 @@ def _slope(rows: pd.DataFrame, n: int, seed: int = SEED) -> tuple[float, float, 
 def scaling(path: Path) -> str:
     """Notebook 03: compression per doubling of W for each N, with its interval."""
     rows = load_results(path)
+    configs = scaling_table(rows, rows.attrs.get("provenance", {}).get("params", {}).get("params_count", 1))
+    slopes = [(int(n), *_slope(rows, int(n))) for n in sorted(configs["N"].unique())]
     lines = _header(path, rows, "compression is new tokens per forward over all prompts of a config; the slope's "
-                    "95% interval resamples prompts.")
-    table = scaling_table(rows, rows.attrs.get("provenance", {}).get("params", {}).get("params_count", 1))
-    for n in sorted(table["N"].unique()):
-        value, low, high, count = _slope(rows, int(n))
+                    "95% interval resamples prompts.", fc.scaling(path, slopes))
+    for n, value, low, high, count in slopes:
         if count < MIN_INTERVAL:
             lines.append(f"- N={int(n)}: compression per doubling of W = G: {value:+.3f}, n={count} prompts: too few "
                          "prompts for an interval, no conclusion")
@@ -100,11 +103,14 @@ def scaling(path: Path) -> str:
     return "\n".join(lines)
 
 
-def cost_model(calibration_path: Path, validation_path: Path) -> str:
-    """Notebook 04: the calibration's leave-one-out error and the validation on this device."""
+def cost_model(calibration_path: Path, validation_path: Path, predictions_path: Path | None = None) -> str:
+    """Notebook 04: the calibration's leave-one-out error and the validation on this device; with
+    `predictions_path`, the GPU classes' predictions in the claims, labelled as the model's."""
     loo = load_results(calibration_path)
     valid = load_results(validation_path)
-    lines = _header(calibration_path, loo, "each published value predicted by a fit without it (leave-one-out).")
+    lines = _header(calibration_path, loo, "each published value predicted by a fit without it (leave-one-out); "
+                    "every GPU-class number is the cost model's prediction, none was measured.",
+                    fc.cost_model(calibration_path, validation_path, predictions_path))
     for kinds in (("speedup", "compression"), ("baseline",)):
         error = loo.loc[loo["kind"].isin(kinds), "error_loo"].abs()
         lines.append(f"- {' and '.join(kinds)}: median |leave-one-out error| {100 * error.median():.0f}%, worst "
@@ -115,10 +121,14 @@ def cost_model(calibration_path: Path, validation_path: Path) -> str:
     return "\n".join(lines)
 
 
-def sampling(path: Path, distribution_path: Path) -> str:
-    """Notebook 05: lookahead sampling's speedup per temperature and the distribution check."""
+def sampling(path: Path, distribution_path: Path, check_path: Path | None = None) -> str:
+    """Notebook 05: lookahead sampling's speedup per temperature, the per-position distribution check and, with
+    `check_path`, the losslessness check with power (lab.studies.sampling_check)."""
+    from lab.studies import sampling_check
+
     rows = load_results(path)
-    lines = _header(path, rows, SPEEDUP.format("plain sampling"))
+    claims = fc.sampling(path) + (fc.sampling_check(check_path) if check_path is not None else [])
+    lines = _header(path, rows, SPEEDUP.format("plain sampling"), claims)
     summary = summarize_runs(rows, reference="plain", keys=("temperature", "method"))
     for r in summary[summary["method"] == "lade"].itertuples():
         raw = rows.loc[(rows["method"] == "lade") & (rows["temperature"] == r.temperature), "speedup"]
@@ -134,6 +144,9 @@ def sampling(path: Path, distribution_path: Path) -> str:
                  f"sampling-noise band (at or below its 97.5% quantile) at {inside} of {len(lade)} positions, "
                  f"n={int((dist['sampler'] == 'lade').sum() / max(len(lade), 1))} samples per sampler; an "
                  "occasional position above it is expected by chance")
+    if check_path is not None:
+        lines += ["", f"Losslessness check with power (`{check_path.name}`; joint G-test over the whole continuation, "
+                  "Bonferroni within each family):"] + sampling_check.findings(load_results(check_path))
     return "\n".join(lines)
 
 
@@ -141,9 +154,9 @@ def ablation(path: Path) -> str:
     """Notebook 06: each ablation variant's speedup and compression."""
     rows = load_results(path)
     variants = ablation_methods(int(rows.attrs.get("provenance", {}).get("params", {}).get("ngram_size", 5)))
-    table = ablation_table(rows, variants)
-    lines = _header(path, rows)
-    for r in table.itertuples():
+    found = ablation_table(rows, variants)
+    lines = _header(path, rows, claims=fc.ablation(path, found, rows))
+    for r in found.itertuples():
         raw = rows.loc[rows["method"] == r.method, "speedup"]
         speedup = verdict(r.speedup, r.speedup_low, r.speedup_high, int(r.prompts), raw=raw)
         lines.append(f"- **{r.variant}**: speedup {speedup}; "
@@ -156,13 +169,32 @@ def spec_bench(path: Path, per_task: bool = False) -> str:
     six tasks pooled, and with `per_task` per task too."""
     rows = load_results(path)
     reference = reference_method(rows["method"])
-    pooled = rows.assign(prompt_id=rows["prompt_set"] + "/" + rows["prompt_id"].astype(str), prompt_set="spec_bench")
-    pooled.attrs = rows.attrs
-    lines = _header(path, rows, SPEEDUP.format(reference)) + _methods(pooled, speedup_summary(pooled),
-                                                                     reference=reference)
+    pooled = fc.pooled_spec_bench(rows)
+    lines = _header(path, rows, SPEEDUP.format(reference), fc.spec_bench(path)) + _methods(
+        pooled, speedup_summary(pooled), reference=reference)
+    lines += _beam_split(pooled)
     if per_task:
         lines += ["", "Per task:"] + _methods(rows, speedup_summary(rows), reference=reference)
     return "\n".join(lines)
+
+
+def _beam_split(pooled: pd.DataFrame) -> list[str]:
+    """Notebook 08: the beam loop's gain (lade's loop with no drafts over plain beam search) apart from drafting's
+    (lade-auto over that loop), tasks pooled; nothing where the run lacks either method."""
+    drafting = fc.drafting_gain(pooled)
+    if drafting is None:
+        return []
+    reference = reference_method(pooled["method"])
+    loop = speedup_summary(pooled).set_index("method").loc[fc.LOOP]
+    raw = pooled.loc[pooled["method"] == fc.LOOP, "speedup"]
+    r, ratios = drafting
+    return ["", "Where the gain comes from (tasks pooled):",
+            f"- the beam loop alone (lade's cache layout and loop, no drafts; {fc.LOOP}) over {reference}: "
+            + verdict(loop.speedup, loop.speedup_low, loop.speedup_high, int(loop.prompts), f"faster than {reference}",
+                      f"slower than {reference}", raw),
+            f"- drafting alone ({fc.AUTO} over {fc.LOOP}, same loop): "
+            + verdict(r.speedup, r.speedup_low, r.speedup_high, int(r.n), "drafting pays", "drafting costs time",
+                      ratios)]
 
 
 BATCH_NOTE = ("speedup is plain batched greedy's total time over the lade method's on the same batches (the throughput "
@@ -183,7 +215,12 @@ def batches(path: Path, predictions_path: Path | None = None, model: str = "Llam
 
     rows = load_results(path)
     summary = summarize_batches(rows)
-    lines = _header(path, rows, BATCH_NOTE)
+    claims = fc.batches(path, summary, rows)
+    if predictions_path is not None:
+        calibration = predictions_path.with_name("calibration.csv")  # notebook 04's, beside the predictions
+        loo = fc.loo_error(calibration) if calibration.exists() else "validation error: notebook 04 not run"
+        claims += fc.batch_predictions(predictions_path, load_results(predictions_path), loo, model, task)
+    lines = _header(path, rows, BATCH_NOTE, claims)
     for method in [m for m in dict.fromkeys(summary["method"]) if m != REFERENCE]:
         mine = summary[summary["method"] == method]
         lines.append(f"**{method}** ({mine['config'].iloc[0]}) against plain batched greedy:")
@@ -255,7 +292,7 @@ def corpus(path: Path) -> str:
     """Notebook 10: lade auto with a corpus against greedy, per Spec-Bench task and corpus size, pooled over the
     tasks, and on two-turn MT-Bench."""
     rows = load_results(path)
-    lines = _header(path, rows)
+    lines = _header(path, rows, claims=fc.corpus(path))
     spec = rows[rows["workload"] == "spec_bench"]
     pooled = spec.assign(prompt_id=spec["prompt_set"] + "/" + spec["prompt_id"].astype(str),
                          prompt_set="spec_bench (tasks pooled)")

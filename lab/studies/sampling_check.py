@@ -82,7 +82,8 @@ class Size:
     settings: int = len(SETTINGS)  # the first this many of SETTINGS
 
 
-SIZES = {"quick": Size(40, 6, 1, 20, 1), "default": Size(200, 8, 2, 20, 1), "full": Size(1000, 8, 4, 50)}
+SIZES = {"smoke": Size(10, 4, 1, 10, 1),  # notebook 05's --quick run: the wiring, not a test with power
+         "quick": Size(40, 6, 1, 20, 1), "default": Size(200, 8, 2, 20, 1), "full": Size(1000, 8, 4, 50)}
 CONFIG = "4,5,5"  # the fixed lookahead config (N,W,G)
 
 

@@ -57,6 +57,7 @@ def test_publish_stamps_the_results_commit(tmp_path, monkeypatch):
     save_results(frame.assign(b=1), results / "sampling_distribution.csv")
     frame.attrs["provenance"] = {"git_commit": "abc123", "git_dirty": False}
     save_results(frame.assign(b=1), results / "sampling_distribution.csv")  # notebook 05's other file: another commit
+    save_results(frame.assign(c=1), results / "sampling_check.jsonl")
     (executed / "05_sampling.ipynb").write_text(json.dumps(_executed(str(tmp_path))))
     with pytest.raises(ValueError, match="different commits"):
         publish.publish(executed, ["05_sampling"], target, tmp_path)

@@ -101,3 +101,18 @@ def test_no_project_file_cites_notes_outside_the_repository():
     found = subprocess.run(["git", "-C", str(REPO), "grep", "-nE", private, "--", ":!data/results"],
                            capture_output=True, text=True).stdout
     assert not found, found
+
+
+def test_readme_opens_with_its_claims_table_generated_from_the_results():
+    """The claims table sits above the first section, is byte-for-byte the generator's output, labels GPU-class
+    numbers as modelled, marks the flash-attn CUDA kernel untested, and the results table shows where lookahead does
+    not pay on a CPU (sampling at T = 1, the widest ablation window, the largest batch)."""
+    text = README.read_text()
+    block = readme.readme_block(text, readme.CLAIMS_START, readme.CLAIMS_END)
+    assert block is not None, "README.md lacks the claims block markers"
+    assert text.index(readme.CLAIMS_START) < text.index("\n## ")
+    assert block == readme.claims_block(REPO / "data" / "results")
+    assert "*modelled* (leave-one-out error" in block
+    assert re.search(r"\| the flash-attn CUDA kernel itself \|.*\| \*untested\*", block)
+    results = readme.readme_block(text)
+    assert "sampling T = 1 |" in results and "W=15, G=15" in results and "batch 4" in results
