@@ -145,7 +145,8 @@ def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
         model = cls(config).eval()
         if getattr(config, "languages", None) and hasattr(model, "set_default_language"):  # X-MOD's adapters
             model.set_default_language(config.languages[0])
-        model.generation_config.update(**GENERATION.get(model_type, {}))
+        if model_type in GENERATION:  # (classes without generate have no generation_config)
+            model.generation_config.update(**GENERATION[model_type])
     except ImportError as error:
         cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
         raise NotBuildable(f"needs an extra package: {cause}"[:300]) from error
