@@ -173,7 +173,9 @@ def step(run: BeamRun) -> int:
                                        own[r])) for r in range(len(running))]
     layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     drafted = layouts[0].size > 1
-    if drafted and run.pricing is not None and not run.pricing.drafts_pay(layouts[0].size):
+    room = run.positions.room(past)  # a fixed causal buffer's keys left for [last token | tree] (None: no bound)
+    if drafted and (room is not None and layouts[0].size > room  # rows' trees aligned in shared depth columns
+                    or run.pricing is not None and not run.pricing.drafts_pay(layouts[0].size)):
         trees, drafted = [TokenTree([])] * len(trees), False
         layouts, node_rows = aligned_layouts(running[:, -1].tolist(), trees, run.device)
     batch = stack_layouts(layouts)
@@ -248,7 +250,7 @@ def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int,
     the beam's own top ones (`own`, from the logits where its last token was computed) or else the recorded
     successors of its last token, each alone (a second replayed step needs every surviving beam among them); then its
     prompt's pool continuations; then chains of recorded successors. Cut where no replayed step could use them (the
-    beams reach max_length) or a position table ends."""
+    beams reach max_length) or a position table ends, and to the keys one forward may hold (Positions.room)."""
     depth = run.search.max_length - run.search.cur_len - 1  # a node at depth d chooses the token at cur_len + d + 1
     last = len(tokens) - 1
     bound = run.positions.last_position(last, pad)
@@ -262,9 +264,11 @@ def _candidates(run: BeamRun, pool: NGramPool, tokens: list[int], pad: int,
         (own if own is not None else run.table.row(tokens[-1]))[: widths[0]]
     drafts = [(first,) for first in firsts] + [c[:depth] for c in pool.candidates(tokens[-1], before)] + \
         [(first, *chain) for first in firsts for chain in _successors(run.table, first, widths[1:])]
+    room = run.positions.room(run.search.cur_len - 1)  # the keys left after the cache (its last token fed first)
+    budget = run.budget if room is None else min(run.budget, room - 1)
     kept: list[tuple[int, ...]] = []
     for draft in drafts:  # in order, each that keeps the tree within the budget
-        if len(TokenTree([*kept, draft])) <= run.budget:
+        if len(TokenTree([*kept, draft])) <= budget:
             kept.append(draft)
     return kept
 

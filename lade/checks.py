@@ -27,6 +27,10 @@ TOKEN_DTYPES = (torch.long, torch.int32)  # what an embedding takes as indices
 RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "hybrid", "hybrid_sliding"}  # config.layer_types
 RECURRENT_MODEL_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"}  # recurrent without layer_types
 ALIBI_MODEL_TYPES = {"bloom", "mpt"}  # ALiBi without an `alibi` config flag
+OWN_GENERATE = {  # model type -> how its class's own `generate` decodes without transformers' loop or custom_generate
+    **dict.fromkeys(("musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder"),
+                    "MusicGen's generate lays its codebooks out in a delay pattern and runs its own decoding loop"),
+}
 POSITIONS_REFUSED = {  # model type -> why its forward cannot place a step's tokens at their logical positions
     "imagegpt": "ImageGPTModel.forward flattens the attention mask to 2-D, where lade's 4-D tree mask cannot reach "
                 "its attention",
@@ -69,6 +73,9 @@ def check_token_generation(model) -> None:
     if not isinstance(model, GenerationMixin):
         raise ValueError(f"model type '{model_type}': {type(model).__name__}'s generate is not transformers' "
                          "token-by-token decoding (GenerationMixin; DiffusionGemma decodes blocks by diffusion), so "
+                         "lookahead decoding does not apply; decode it with its own generate")
+    if model_type in OWN_GENERATE:
+        raise ValueError(f"model type '{model_type}': {OWN_GENERATE[model_type]}, which takes no custom_generate, so "
                          "lookahead decoding does not apply; decode it with its own generate")
     if replaces_sample_loop(model):
         raise ValueError(f"model type '{model_type}': {type(model).__name__} replaces transformers' decoding loop "

@@ -40,7 +40,7 @@ from .rows import Row, pad_rows
 from .sampling import TokenChooser
 from .strategy import LocalStrategy, Strategy
 from .vocabulary import logits_width
-from .windows import check_window, key_table, step_room
+from .windows import check_window, step_room
 
 
 def lookahead_generate(
@@ -197,7 +197,7 @@ def _lookahead(model, call: Resolved, input_ids: torch.Tensor, gen: GenerationCo
     run = Run(model_call, model_call.cache, TokenChooser.for_generation(bool(gen.do_sample), call.config,
                                                                        input_ids.device),
               call.strategy, stopping_criteria, call.streamer, call.strategy.new_stats(), call.keep_scores,
-              Positions.of(model), model.device, _sizer(call.config, call.costs, rows), key_table(model))
+              Positions.of(model), model.device, _sizer(call.config, call.costs, rows))
     prompt_mask = model_kwargs.get("attention_mask") if any(call.pads) else None
     _stream_prompt(call, input_ids)
     start = time.perf_counter()

@@ -48,7 +48,6 @@ class Run:
     positions: Positions  # where a step may place tokens (a position table's end, scaled RoPE) and re-encodes
     device: torch.device
     sizer: StepSizer | None = None  # sizes adaptive drafts for the whole batch (None: each drafter proposes its own)
-    keys: int | None = None  # the most keys one forward may hold (lade.windows.key_table), None: no bound
 
 
 def decode(run: Run, rows: list[Row], input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -146,18 +145,19 @@ def _drafts(run: Run, rows: list[Row]) -> list[Draft]:
         drafts = run.sizer.drafts([row.drafter.offer(row.tokens, row.stats.last_accepted) for row in rows])
     else:
         drafts = [row.drafter.rest() for row in rows]
-    past = self_attention_cache(run.cache).get_seq_length() if run.keys is not None else 0
+    past = self_attention_cache(run.cache).get_seq_length() if run.positions.keys is not None else 0
     return [_within(run, row, draft, past) for row, draft in zip(rows, drafts)]
 
 
 def _within(run: Run, row: Row, draft: Draft, past: int) -> Draft:
     """The draft cut to the positions where the step computes what plain decoding would (rope.py), and to the keys
-    one forward may hold after the `past` cached slots (run.keys)."""
+    one forward may hold after the `past` cached slots (Positions.room)."""
     last = row.tokens.numel() - 1  # the last token's logical position
     bound = run.positions.last_position(last, row.pad)
     draft = draft if bound is None else draft.within(bound - last)
     fed = row.tokens.numel() + row.pad - row.cached  # tokens the row feeds besides its draft
-    return draft if run.keys is None else draft.fitting(max(0, run.keys - past - fed))
+    room = run.positions.room(past + fed)
+    return draft if room is None else draft.fitting(room)
 
 
 def _leave_finished(rows: list[Row], cache: Cache) -> list[Row]:

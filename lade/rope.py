@@ -99,6 +99,15 @@ def reencode_length(model) -> int | None:
     return length if config.model_type in REENCODING and isinstance(length, int) else None
 
 
+def key_table(model) -> int | None:
+    """The most keys one forward may hold where attention masks with a fixed causal buffer indexed by key count
+    (Bark's `bias` of block_size x block_size), None where masks are built for each call."""
+    sizes = [buffer.shape[-1] for name, buffer in model.named_buffers()
+             if name.rpartition(".")[2] == "bias" and buffer.dtype == torch.bool and buffer.dim() == 4
+             and buffer.shape[-1] == buffer.shape[-2]]
+    return min(sizes, default=None)
+
+
 @dataclass
 class Positions:
     """One model's position rule for one generate call (build it with `Positions.of`)."""
@@ -106,10 +115,15 @@ class Positions:
     table: int | None  # a position table's size (None: no table)
     ropes: list[ScaledRope]
     reencode: int | None  # reencode_length
+    keys: int | None = None  # the most keys one forward may hold (key_table), None: no bound
 
     @classmethod
     def of(cls, model) -> "Positions":
-        return cls(position_limit(model), scaled_ropes(model), reencode_length(model))
+        return cls(position_limit(model), scaled_ropes(model), reencode_length(model), key_table(model))
+
+    def room(self, cached: int) -> int | None:
+        """The most tokens one forward may feed after `cached` cache slots (None: no bound)."""
+        return None if self.keys is None else max(0, self.keys - cached)
 
     def last_position(self, last: int, pad: int = 0) -> int | None:
         """The largest logical position a step may place when the row's last token sits at `last` after `pad` slots

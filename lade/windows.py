@@ -10,7 +10,6 @@ a rejected draft still needs; lade refuses such a call before any forward.
 
 from __future__ import annotations
 
-import torch
 from transformers import GenerationConfig
 from transformers.cache_utils import Cache, DynamicCache, DynamicSlidingWindowLayer
 
@@ -23,15 +22,6 @@ def local_window(config) -> int | None:
     if config.model_type == "gpt_neo" and "local" in (getattr(config, "attention_layers", None) or ()):
         return int(config.window_size)
     return None
-
-
-def key_table(model) -> int | None:
-    """The most keys one forward may hold where attention masks with a fixed causal buffer indexed by key count
-    (Bark's `bias` of block_size x block_size), None where masks are built for each call."""
-    sizes = [buffer.shape[-1] for name, buffer in model.named_buffers()
-             if name.rpartition(".")[2] == "bias" and buffer.dtype == torch.bool and buffer.dim() == 4
-             and buffer.shape[-1] == buffer.shape[-2]]
-    return min(sizes, default=None)
 
 
 def attention_window(model, cache: Cache) -> int | None:

@@ -17,7 +17,7 @@ import transformers
 from transformers import CONFIG_MAPPING, PretrainedConfig
 from transformers.models.auto import modeling_auto
 
-from lab.studies.tiny_overrides import OVERRIDES
+from lab.studies.tiny_overrides import GENERATION, OVERRIDES
 
 MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_CAUSAL_IMAGE_MODELING_MAPPING_NAMES",
             "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -94,6 +94,8 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         fields["head_dim"] = HEAD_DIM  # left None, some models (Ministral) fail rather than derive it
     if "kv_lora_rank" in vars(config) and "num_key_value_heads" in fields:  # latent attention: a key head per query
         fields["num_key_value_heads"] = HEADS
+    if vars(config).get("num_kv_shared_layers") == layers > 0:  # every layer reads another model's cache
+        fields["num_kv_shared_layers"] = LAYERS
     if "d_head" in vars(config):
         fields["d_head"] = HIDDEN // HEADS
     rope_parameters = getattr(config, "rope_parameters", None) or {}
@@ -102,7 +104,7 @@ def tiny_config(config: PretrainedConfig) -> PretrainedConfig:
         rope = rope_parameters  # sections cover half the rotary dims
         half = int(head * rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))) // 2
         fields["rope_parameters"] = {**rope, "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
-    fields.update(OVERRIDES.get(config.model_type, {}))
+    fields.update(OVERRIDES.get(config.model_type or type(config).__name__, {}))  # sub-configs without a type
     values = {**config.to_dict(), **fields}
     values.pop("model_type", None)
     values.pop("transformers_version", None)
@@ -143,6 +145,8 @@ def build(model_type: str, class_name: str, seed: int = 0) -> torch.nn.Module:
         model = cls(config).eval()
         if getattr(config, "languages", None) and hasattr(model, "set_default_language"):  # X-MOD's adapters
             model.set_default_language(config.languages[0])
+        if model_type in GENERATION:  # (classes without generate have no generation_config)
+            model.generation_config.update(**GENERATION[model_type])
     except ImportError as error:
         cause = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
         raise NotBuildable(f"needs an extra package: {cause}"[:300]) from error

@@ -205,16 +205,17 @@ def test_blt_is_refused_for_its_in_forward_patching():
         check_model(blt())
 
 
+@pytest.mark.parametrize("beams", [1, 3])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.label)
-def test_steps_fit_a_fixed_causal_buffer(config):
-    """Bark masks with a causal buffer of block_size keys (lade.windows.key_table): each step's draft is cut so the
-    cache plus the step stays within it (an 18-token prompt and 40 new tokens in a 64-key buffer), and the output
-    equals plain generate."""
-    from lade.windows import key_table
+def test_steps_fit_a_fixed_causal_buffer(config, beams):
+    """Bark masks with a causal buffer of block_size keys (Positions.keys): each step's drafts are cut so the cache
+    plus the step stays within it (an 18-token prompt and 40 new tokens in a 64-key buffer), in greedy decoding and
+    beam search alike, and the output equals plain generate."""
+    from lade.rope import Positions
 
     model = bark()
-    assert key_table(model) == 64
-    assert_exact(model, config, new=40)
+    assert Positions.of(model).keys == 64
+    assert_exact(model, config, new=40, beams=beams)
 
 
 def test_a_model_with_its_own_decoding_loop_is_refused_before_any_forward():
@@ -240,6 +241,18 @@ def test_a_model_with_its_own_decoding_loop_is_refused_before_any_forward():
         with pytest.raises(ValueError, match=words):
             lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
         assert count[0] == 0
+
+
+def test_a_model_whose_own_generate_ignores_custom_generate_is_refused_before_any_forward():
+    """MusicGen's generate runs its own loop over a delay pattern of codebooks and never calls custom_generate:
+    refused by lade, naming why, instead of transformers' "model_kwargs are not used" error."""
+    config = transformers.MusicgenDecoderConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                                                num_attention_heads=4, ffn_dim=64, num_codebooks=1)
+    model = built(transformers.MusicgenForCausalLM, config)
+    count = forwards(model)
+    with pytest.raises(ValueError, match="delay pattern.*its own generate"):
+        lade.generate(model, prompt(), lookahead_config=CONFIGS[0], max_new_tokens=8, **GREEDY)
+    assert count[0] == 0
 
 
 def test_auto_profiles_a_model_whose_input_vocabulary_exceeds_its_logits(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from lade.compat import CACHE_KWARG
 from lade.drafters.pool import NGramPool
 from lade.drafters.recycling import AdjacencyTable
 from lade.pricing import Costs
+from lade.rope import Positions
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 
@@ -150,7 +151,7 @@ def test_a_beam_drafts_its_own_next_tokens_first_then_the_pool_then_successor_ch
     pool = NGramPool(ngram_size=4, guess_set_size=2)
     pool.add_sequence([5, 11, 12, 13])
     search = SimpleNamespace(max_length=100, cur_len=10, beams=2)
-    run = SimpleNamespace(search=search, positions=SimpleNamespace(last_position=lambda last, pad: None), table=table,
+    run = SimpleNamespace(search=search, positions=Positions(None, [], None), table=table,
                           budget=6)
     assert _candidates(run, pool, [4, 5], 0, own=[9, 8, 7]) == [(9,), (8,), (11, 12, 13), (9, 2)]
     assert _candidates(run, pool, [4, 5], 0)[:2] == [(1,), (0,)]  # no own tokens: the recorded successors of 5

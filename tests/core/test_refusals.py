@@ -211,7 +211,7 @@ RULES = {
                  "Falcon with alibi=True), no position_ids (the *ForCausalLM decoders of encoder-decoder families, "
                  "XLNet), ImageGPT, Kosmos-2.5, Reformer (each message names which)",
     "loop": "models whose generate is not transformers' token-by-token loop: no GenerationMixin (DiffusionGemma's "
-            "block diffusion) or their own `_sample` (CSM, Higgs Audio)",
+            "block diffusion), their own `_sample` (CSM, Higgs Audio) or their own generate loop (MusicGen)",
     "recurrent": "recurrent models (Mamba, RWKV, linear-attention or hybrid layers): their state cannot drop a step's "
                  "rejected drafts",
     "encdec": "encoder-decoder families without a position adapter; encoder-decoder models with several inputs, a "
