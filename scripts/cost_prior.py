@@ -38,7 +38,7 @@ def measure(prompt_set: str, n: int, max_new_tokens: int) -> None:
     torch.set_num_threads(1)
     model, tok = load_model("embedded")
     df = run_benchmark(model, tok, (prompt_set,), [Method.from_key(c) for c in GRID], max_new_tokens, n,
-                       warmup=False, split="tuning", purpose="cost prior")
+                       warmup=False, split="tuning", repeats=1, purpose="cost prior")  # compression: one run
     save_results(df, RESULTS / f"cost_prior_{prompt_set}.jsonl")
 
 
