@@ -1,7 +1,7 @@
 """The device's measured profile for every row count: what lade.pricing prices a plan with.
 
 A step of R rows feeding q tokens each is measured at a few row counts (PROFILE_ROWS, each cached by
-lade.cost.latency_profile) and interpolated linearly in R between them (extrapolated past the last with the last
+lade.profile_cache.latency_profile) and interpolated linearly in R between them (extrapolated past the last with the last
 segment's slope, never below it), so a batch size never measured costs no measurement of its own. Each row count's
 profile is measured when a price first needs it (the one-row profile at once: the host work per step, a drafting
 row's and lade's loop's, comes from it), so a model that only ever decodes one sequence measures one profile, and a
@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .cost import costs_of, is_cached, latency_profile
+from .cost import costs_of
 from .pricing import Costs
+from .profile_cache import is_cached, latency_profile
 
 PROFILE_ROWS = (1, 4, 16)  # row counts measured; every other is interpolated
 

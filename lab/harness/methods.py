@@ -10,7 +10,7 @@ from typing import Any
 
 from lade.auto import auto_config
 from lade.config import LookaheadConfig
-from lade.cost import latency_profile
+from lade.profile_cache import latency_profile
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 import lade
-from lade.cost import LatencyProfile, device_key, latency_profile
+from lade.cost import LatencyProfile, device_key
 from lade.pricing import THRESHOLD, Costs, Plan, pays, speedup, step_seconds
 from lade.profile import RowsLatency, cached_rows, device_costs
+from lade.profile_cache import latency_profile
 from tiny_models import random_prompt, tiny_model
 
 LINEAR = Costs(lambda rows, q: 0.01 + 0.001 * rows * q, host_s=0.002, loop_s=0.001)
