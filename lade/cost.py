@@ -41,6 +41,8 @@ from .windows import model_window
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 BATCH_QS = (1, 2, 3, 4, 6, 8, 12, 16)  # tokens per row and step measured for a batch (profiles with rows > 1)
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
+LONG_CONTEXT = 2048  # cached tokens of the second, one-row measurement that prices long calls (lade.profile)
+LONG_QS = (1, 4, 16, 64)  # tokens per step measured at LONG_CONTEXT
 SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to during the measurement
 TASKS = ("chat", "code", "mixed")
 STEP_VERSION = 3  # bumped when a step's cost or the profile's format changes (v3: host work measured with it)
@@ -72,11 +74,7 @@ class LatencyProfile:
         last segment's slope, never negative (a last time that dips, as noise or a kernel change can make it, must
         not extrapolate to zero or negative latency). Non-decreasing in q: a time above a wider step's counts as
         that step's, so no wider step is priced cheaper than a narrower one (a draft never looks better than free)."""
-        qs = np.asarray(self.qs, dtype=float)
-        s = np.minimum.accumulate(np.asarray(self.seconds, dtype=float)[::-1])[::-1]  # [len(qs)] suffix minimum
-        if q > qs[-1] and len(qs) > 1:
-            return float(s[-1] + (q - qs[-1]) * max(0.0, (s[-1] - s[-2]) / (qs[-1] - qs[-2])))
-        return float(np.interp(q, qs, s))
+        return rising(self.qs, self.seconds, q)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -135,6 +133,16 @@ class LatencyProfile:
         return None
 
 
+def rising(qs: Sequence[float], values: Sequence[float], q: float) -> float:
+    """values (one per ascending q of qs) at q, made non-decreasing (each value lowered to the smallest at or after
+    it), interpolated linearly, extrapolated past the last q with the last segment's slope, never below the last."""
+    at = np.asarray(qs, dtype=float)
+    v = np.minimum.accumulate(np.asarray(values, dtype=float)[::-1])[::-1]  # [len(qs)] suffix minimum
+    if q > at[-1] and len(at) > 1:
+        return float(v[-1] + (q - at[-1]) * max(0.0, (v[-1] - v[-2]) / (at[-1] - at[-2])))
+    return float(np.interp(q, at, v))
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -143,10 +151,11 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def device_key(model, rows: int = 1) -> str:
+def device_key(model, rows: int = 1, long: bool = False) -> str:
     """What latency depends on: the model's name and shape, dtype, attention implementation, linear kernel (oneDNN
     packed or not), device (and CPU threads), how lade runs a step (STEP_VERSION: a cached profile of an older
-    step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1)."""
+    step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1); long: the profile at
+    the longer context (LONG_CONTEXT)."""
     config = model.config.get_text_config(decoder=True)
     name = model_name(model.config) or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -155,7 +164,7 @@ def device_key(model, rows: int = 1) -> str:
     packed = packed_linear_count(model)
     linears = f"|packed linears {packed}" if packed else ""
     return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"
-            f"|step v{STEP_VERSION}" + (f"|rows {rows}" if rows > 1 else ""))
+            f"|step v{STEP_VERSION}" + (f"|rows {rows}" if rows > 1 else "") + ("|long context" if long else ""))
 
 
 def _measurement_call(model, generator: torch.Generator, rows: int = 1) -> ModelCall:
@@ -181,7 +190,7 @@ def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int
 
 @torch.inference_mode()
 def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEXT, repeats: int = 5,
-                    rows: int = 1) -> LatencyProfile:
+                    rows: int = 1, long: bool = False) -> LatencyProfile:
     """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens (both cut to
     fit the model's position table); rows > 1: steps of `rows` sequences feeding q tokens each, [rows, q], as a
     batch (or the beams of beam search) feeds them. Around the forwards, the host work of a step on this device
@@ -190,7 +199,7 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
     Each step goes through lade's own layout and model call (4-D mask, logical positions), so the times include
     what a real step pays; the q values are interleaved so machine noise hits them alike, and the fastest repeat is
     kept (other jobs on the machine only ever add time). Every row's logits are computed, so steps with several
-    window levels (whose lower levels need no logits) cost a little less.
+    window levels (whose lower levels need no logits) cost a little less. long: keyed as the long-context profile.
     """
     qs, context = measurement_shape(model, qs, context)
     device = model.device
@@ -220,7 +229,7 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
                     loop.add(start - host + time.perf_counter() - end, rows)
     width = logits.shape[-1]  # the drafters' vocabulary: ids of the logits (an input vocabulary can be larger)
     host_s = drafting_seconds(prompt[0].cpu().remainder(width), width)
-    return LatencyProfile(device_key(model, rows), context, tuple(qs), tuple(min(times[q]) for q in qs), host_s,
+    return LatencyProfile(device_key(model, rows, long), context, tuple(qs), tuple(min(times[q]) for q in qs), host_s,
                           loop.median())
 
 

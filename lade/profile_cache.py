@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from .cost import BATCH_QS, LatencyProfile, ProfileError, device_key, measure_latency
+from .cost import BATCH_QS, LONG_CONTEXT, LONG_QS, LatencyProfile, ProfileError, device_key, measure_latency
 from .user_cache import cache_dir
 
 MEASURE_ROUNDS = 4  # most measurements merged until a fresh profile is usable (noise only ever adds time)
@@ -26,19 +26,22 @@ _IN_MEMORY: dict[Path, LatencyProfile] = {}  # profiles whose cache file could n
 
 
 def latency_profile(model, cache: Path | None = None, refresh: bool = False,
-                    measure: Callable[..., LatencyProfile] = measure_latency, rows: int = 1,
+                    measure: Callable[..., LatencyProfile] = measure_latency, rows: int = 1, long: bool = False,
                     **measure_kwargs) -> LatencyProfile:
     """The model's latency profile, measured once (`measure(model, **measure_kwargs)`) and cached in
     `<lade cache>/cost/latency-<hash>.json`. rows > 1: the profile of steps of `rows` sequences (measured with
-    rows=rows at the step sizes BATCH_QS unless qs= is given), cached beside it.
+    rows=rows at the step sizes BATCH_QS unless qs= is given), cached beside it; long: the one-row profile at
+    LONG_CONTEXT cached tokens (step sizes LONG_QS unless given), cached beside it.
 
     Caching is best effort and never stops decoding: a cache file that is not a usable profile of this model and
     device (damaged, edited, not a regular file) is ignored and measured again, a cache that cannot be written keeps
     the measured profile in memory for this process; either gives one warning naming the file and the reason."""
-    key = device_key(model, rows)
-    path = profile_path(model, cache, rows)
+    key = device_key(model, rows, long)
+    path = profile_path(model, cache, rows, long)
     if rows > 1:
         measure_kwargs = {"qs": BATCH_QS, **measure_kwargs, "rows": rows}
+    if long:
+        measure_kwargs = {"qs": LONG_QS, "context": LONG_CONTEXT, **measure_kwargs, "long": True}
     if not refresh and path in _IN_MEMORY:
         return _IN_MEMORY[path]
     problems = []
@@ -74,19 +77,20 @@ def latency_profile(model, cache: Path | None = None, refresh: bool = False,
     return profile
 
 
-def is_cached(model, rows: int = 1) -> bool:
-    """Whether `latency_profile(model, rows=rows)` reads a usable profile (this process's or the cache file's)."""
-    path = profile_path(model, rows=rows)
+def is_cached(model, rows: int = 1, long: bool = False) -> bool:
+    """Whether `latency_profile(model, rows=rows, long=long)` reads a usable profile (this process's or the cache
+    file's)."""
+    path = profile_path(model, rows=rows, long=long)
     try:
         profile = _IN_MEMORY.get(path) or read_profile(path)
     except (OSError, ProfileError):
         return False
-    return profile is not None and profile.key == device_key(model, rows)
+    return profile is not None and profile.key == device_key(model, rows, long)
 
 
-def profile_path(model, cache: Path | None = None, rows: int = 1) -> Path:
+def profile_path(model, cache: Path | None = None, rows: int = 1, long: bool = False) -> Path:
     """Where the model's latency profile is cached: `<cache or lade's>/cost/latency-<hash of device_key>.json`."""
-    digest = hashlib.sha1(device_key(model, rows).encode()).hexdigest()[:16]
+    digest = hashlib.sha1(device_key(model, rows, long).encode()).hexdigest()[:16]
     return (cache or cache_dir()) / "cost" / f"latency-{digest}.json"
 
 
