@@ -16,10 +16,12 @@ from .profile import device_costs
 
 def auto_config(model, task: str = "mixed", min_speedup: float = THRESHOLD, refresh: bool = False,
                 adaptive: bool = True, latency: Callable[[float], float] | None = None, draft: str = AUTO_DRAFT,
-                allowed: Callable[[LookaheadConfig], bool] | None = None, **config_fields) -> LookaheadConfig:
+                allowed: Callable[[LookaheadConfig], bool] | None = None, context: float | None = None,
+                **config_fields) -> LookaheadConfig:
     """What lade runs for `lookahead_config="auto"` on this model and device. latency: the latency model (q ->
     seconds of a q-token step, e.g. a lade.cost.LatencyProfile, with the host work it carries); None measures the
-    model's profile once for every row count (cached in the lade cache directory, lade.profile).
+    model's profile once for every row count (cached in the lade cache directory, lade.profile), priced at `context`
+    cached tokens (lade.profile.device_costs; None: the profile's own).
 
     adaptive (default): the adaptive drafter `draft` (any registered with adaptive=True; by default the merged one:
     retrieval, token recycling, and the Jacobi window where the device makes its extra tokens cheap) that decides
@@ -34,7 +36,7 @@ def auto_config(model, task: str = "mixed", min_speedup: float = THRESHOLD, refr
     if adaptive and not registered(draft).adaptive:
         raise ValueError(f"auto_config(draft={draft!r}): an adaptive auto config needs a drafter registered with "
                          "adaptive=True (it plans each step from the latency model)")
-    profile = device_costs(model, latency, refresh)
+    profile = device_costs(model, latency, refresh, context)
     shared = {name: value for name, value in config_fields.items() if name != "draft_options"}
     static = choose_config(profile, task, min_speedup, allowed=allowed, **(shared if adaptive else config_fields))
     if not adaptive:
@@ -78,9 +80,9 @@ def fitted(config: LookaheadConfig, max_step_tokens: int | None) -> LookaheadCon
 def resolve_config(value: LookaheadConfig | dict | str | None, generation_config: GenerationConfig, model,
                    adaptive: bool = True, latency: Callable[[float], float] | None = None,
                    allowed: Callable[[LookaheadConfig], bool] | None = None,
-                   max_step_tokens: int | None = None) -> LookaheadConfig:
+                   max_step_tokens: int | None = None, context: float | None = None) -> LookaheadConfig:
     """A LookaheadConfig, a dict of its fields, "auto" or "auto:TASK" (TASK in lade.cost.TASKS), or None (then
-    `generation_config.lookahead_config`, else the defaults). adaptive, latency, allowed: see `auto_config`;
+    `generation_config.lookahead_config`, else the defaults). adaptive, latency, allowed, context: see `auto_config`;
     max_step_tokens: the most tokens an "auto" step may feed (a model's attention window, lade.windows.step_room)."""
     if value is None:
         value = getattr(generation_config, "lookahead_config", None)
@@ -92,5 +94,6 @@ def resolve_config(value: LookaheadConfig | dict | str | None, generation_config
         return LookaheadConfig(**value)
     task = auto_task(value)
     if task is not None:
-        return fitted(auto_config(model, task, adaptive=adaptive, latency=latency, allowed=allowed), max_step_tokens)
+        return fitted(auto_config(model, task, adaptive=adaptive, latency=latency, allowed=allowed, context=context),
+                      max_step_tokens)
     raise ValueError(f"lookahead_config must be a LookaheadConfig, a dict, 'auto' or 'auto:TASK', got {value!r}")

@@ -1,11 +1,10 @@
 """Device cost model: lookahead decoding (arXiv 2402.02057) trades FLOPs per step for fewer steps, so whether
 it pays depends on how a step's latency grows with the tokens it feeds, and on the host work a step costs.
 
-- `measure_latency` / `latency_profile`: latency(q), the fastest of a few timed forwards of q tokens at a
-  representative cache length, measured on the model's device together with the host work of a step there (a
-  drafting row's, lade.host_cost), cached as JSON per model shape, dtype and device in the lade cache directory,
-  best effort: a cache file that is not a usable profile is ignored with a warning and measured again, a cache that
-  cannot be written is a warning. lade.profile combines the profiles of a few row counts into every row count's.
+- `measure_latency`: latency(q), the fastest of a few timed forwards of q tokens at a representative cache
+  length, measured on the model's device together with the host work of a step there (a drafting row's,
+  lade.host_cost); lade.profile_cache caches it per model shape, dtype and device, and lade.profile combines the
+  profiles of a few row counts (and of a longer context) into every step's cost.
 - `predict` / `choose_config`: each config's speedup over plain decoding, priced by lade.pricing (the one rule)
   with compression, tokens per step and the share of one-token steps (a pool-only config feeds one token when no
   candidate matches) taken from a measured prior (lade/cost_prior.py); the fastest config, or a disabled one
@@ -14,17 +13,11 @@ it pays depends on how a step's latency grows with the tokens it feeds, and on t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-import stat
-import tempfile
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,20 +35,18 @@ from .layout import build_layout, stack_layouts
 from .model_call import ModelCall
 from .pricing import THRESHOLD, Costs, Plan, pays, speedup, step_seconds
 from .tree import TokenTree
-from .user_cache import cache_dir
 from .vocabulary import input_vocab, position_limit
 from .windows import model_window
 
 LATENCY_QS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # tokens per step measured
 BATCH_QS = (1, 2, 3, 4, 6, 8, 12, 16)  # tokens per row and step measured for a batch (profiles with rows > 1)
 CONTEXT = 256  # cached tokens during the measurement (a typical prompt plus some output)
+LONG_CONTEXT = 2048  # cached tokens of the second, one-row measurement that prices long calls (lade.profile)
+LONG_QS = (1, 4, 16, 64)  # tokens per step measured at LONG_CONTEXT
 SOURCE = 64  # source tokens an encoder-decoder model's decoder attends to during the measurement
 TASKS = ("chat", "code", "mixed")
 STEP_VERSION = 3  # bumped when a step's cost or the profile's format changes (v3: host work measured with it)
 FLOOR = 0.6  # a usable profile times no step under FLOOR x its smallest step (which it does all the work of)
-MEASURE_ROUNDS = 4  # most measurements merged until a fresh profile is usable (noise only ever adds time)
-MAX_CACHE_BYTES = 1 << 20  # a cached profile is a few hundred bytes; a larger file is not one
-_IN_MEMORY: dict[Path, LatencyProfile] = {}  # profiles whose cache file could not be written, kept for this process
 
 
 HOST_FIELDS = ("host_s", "loop_s")
@@ -83,11 +74,7 @@ class LatencyProfile:
         last segment's slope, never negative (a last time that dips, as noise or a kernel change can make it, must
         not extrapolate to zero or negative latency). Non-decreasing in q: a time above a wider step's counts as
         that step's, so no wider step is priced cheaper than a narrower one (a draft never looks better than free)."""
-        qs = np.asarray(self.qs, dtype=float)
-        s = np.minimum.accumulate(np.asarray(self.seconds, dtype=float)[::-1])[::-1]  # [len(qs)] suffix minimum
-        if q > qs[-1] and len(qs) > 1:
-            return float(s[-1] + (q - qs[-1]) * max(0.0, (s[-1] - s[-2]) / (qs[-1] - qs[-2])))
-        return float(np.interp(q, qs, s))
+        return rising(self.qs, self.seconds, q)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -146,6 +133,16 @@ class LatencyProfile:
         return None
 
 
+def rising(qs: Sequence[float], values: Sequence[float], q: float) -> float:
+    """values (one per ascending q of qs) at q, made non-decreasing (each value lowered to the smallest at or after
+    it), interpolated linearly, extrapolated past the last q with the last segment's slope, never below the last."""
+    at = np.asarray(qs, dtype=float)
+    v = np.minimum.accumulate(np.asarray(values, dtype=float)[::-1])[::-1]  # [len(qs)] suffix minimum
+    if q > at[-1] and len(at) > 1:
+        return float(v[-1] + (q - at[-1]) * max(0.0, (v[-1] - v[-2]) / (at[-1] - at[-2])))
+    return float(np.interp(q, at, v))
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -154,10 +151,11 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def device_key(model, rows: int = 1) -> str:
+def device_key(model, rows: int = 1, long: bool = False) -> str:
     """What latency depends on: the model's name and shape, dtype, attention implementation, linear kernel (oneDNN
     packed or not), device (and CPU threads), how lade runs a step (STEP_VERSION: a cached profile of an older
-    step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1)."""
+    step is measured again), and the rows a step feeds (a profile of batched steps, rows > 1); long: the profile at
+    the longer context (LONG_CONTEXT)."""
     config = model.config.get_text_config(decoder=True)
     name = model_name(model.config) or type(model).__name__
     shape = [getattr(config, key, None) for key in ("num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -166,7 +164,7 @@ def device_key(model, rows: int = 1) -> str:
     packed = packed_linear_count(model)
     linears = f"|packed linears {packed}" if packed else ""
     return (f"{name}|{type(model).__name__}{shape}|{model.dtype}|{attn}{linears}|{device_description(model.device)}"
-            f"|step v{STEP_VERSION}" + (f"|rows {rows}" if rows > 1 else ""))
+            f"|step v{STEP_VERSION}" + (f"|rows {rows}" if rows > 1 else "") + ("|long context" if long else ""))
 
 
 def _measurement_call(model, generator: torch.Generator, rows: int = 1) -> ModelCall:
@@ -192,7 +190,7 @@ def measurement_shape(model, qs: Sequence[int], context: int) -> tuple[tuple[int
 
 @torch.inference_mode()
 def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEXT, repeats: int = 5,
-                    rows: int = 1) -> LatencyProfile:
+                    rows: int = 1, long: bool = False) -> LatencyProfile:
     """Time `repeats` forwards of each q (after one warm-up round) at `context` cached random tokens (both cut to
     fit the model's position table); rows > 1: steps of `rows` sequences feeding q tokens each, [rows, q], as a
     batch (or the beams of beam search) feeds them. Around the forwards, the host work of a step on this device
@@ -201,7 +199,7 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
     Each step goes through lade's own layout and model call (4-D mask, logical positions), so the times include
     what a real step pays; the q values are interleaved so machine noise hits them alike, and the fastest repeat is
     kept (other jobs on the machine only ever add time). Every row's logits are computed, so steps with several
-    window levels (whose lower levels need no logits) cost a little less.
+    window levels (whose lower levels need no logits) cost a little less. long: keyed as the long-context profile.
     """
     qs, context = measurement_shape(model, qs, context)
     device = model.device
@@ -231,111 +229,8 @@ def measure_latency(model, qs: Sequence[int] = LATENCY_QS, context: int = CONTEX
                     loop.add(start - host + time.perf_counter() - end, rows)
     width = logits.shape[-1]  # the drafters' vocabulary: ids of the logits (an input vocabulary can be larger)
     host_s = drafting_seconds(prompt[0].cpu().remainder(width), width)
-    return LatencyProfile(device_key(model, rows), context, tuple(qs), tuple(min(times[q]) for q in qs), host_s,
+    return LatencyProfile(device_key(model, rows, long), context, tuple(qs), tuple(min(times[q]) for q in qs), host_s,
                           loop.median())
-
-
-def latency_profile(model, cache: Path | None = None, refresh: bool = False,
-                    measure: Callable[..., LatencyProfile] = measure_latency, rows: int = 1,
-                    **measure_kwargs) -> LatencyProfile:
-    """The model's latency profile, measured once (`measure(model, **measure_kwargs)`) and cached in
-    `<lade cache>/cost/latency-<hash>.json`. rows > 1: the profile of steps of `rows` sequences (measured with
-    rows=rows at the step sizes BATCH_QS unless qs= is given), cached beside it.
-
-    Caching is best effort and never stops decoding: a cache file that is not a usable profile of this model and
-    device (damaged, edited, not a regular file) is ignored and measured again, a cache that cannot be written keeps
-    the measured profile in memory for this process; either gives one warning naming the file and the reason."""
-    key = device_key(model, rows)
-    path = profile_path(model, cache, rows)
-    if rows > 1:
-        measure_kwargs = {"qs": BATCH_QS, **measure_kwargs, "rows": rows}
-    if not refresh and path in _IN_MEMORY:
-        return _IN_MEMORY[path]
-    problems = []
-    if not refresh:
-        try:
-            profile = read_profile(path)
-            if profile is not None and profile.key == key:
-                return profile
-            if profile is not None:
-                problems.append(f"ignored {path} (it holds the profile of {profile.key!r}) and measured the profile "
-                                "again")
-        except (OSError, ProfileError) as error:
-            problems.append(f"ignored {path} ({error}) and measured the profile again")
-    profile = measure(model, **measure_kwargs)
-    for _ in range(MEASURE_ROUNDS - 1):
-        if profile.problem() is None:
-            break
-        again = measure(model, **measure_kwargs)  # other jobs took the device: more repeats, fastest kept
-        profile = replace(profile, seconds=tuple(map(min, profile.seconds, again.seconds)))
-    try:
-        profile.check()
-        write_profile(path, profile)
-    except ProfileError as error:
-        _IN_MEMORY[path] = profile
-        problems.append(f"did not cache the measured latency profile, too noisy to reuse ({error}); it is kept in "
-                        "memory for this process")
-    except OSError as error:
-        _IN_MEMORY[path] = profile
-        problems.append(f"could not cache the latency profile in {path} ({error}); it is kept in memory for this "
-                        "process: set LADE_CACHE to a writable folder")
-    if problems:
-        warnings.warn("lade " + "; ".join(problems), stacklevel=2)
-    return profile
-
-
-def is_cached(model, rows: int = 1) -> bool:
-    """Whether `latency_profile(model, rows=rows)` reads a usable profile (this process's or the cache file's)."""
-    path = profile_path(model, rows=rows)
-    try:
-        profile = _IN_MEMORY.get(path) or read_profile(path)
-    except (OSError, ProfileError):
-        return False
-    return profile is not None and profile.key == device_key(model, rows)
-
-
-def profile_path(model, cache: Path | None = None, rows: int = 1) -> Path:
-    """Where the model's latency profile is cached: `<cache or lade's>/cost/latency-<hash of device_key>.json`."""
-    digest = hashlib.sha1(device_key(model, rows).encode()).hexdigest()[:16]
-    return (cache or cache_dir()) / "cost" / f"latency-{digest}.json"
-
-
-def read_profile(path: Path) -> LatencyProfile | None:
-    """The profile cached at `path`; None when there is none (no file, or a missing folder on the way); OSError or
-    ProfileError when the path holds something else. Opened without blocking (a FIFO in its place must not hang)
-    and read only if it is a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ProfileError("a directory, not a file" if stat.S_ISDIR(mode) else "not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as file:
-            data = file.read(MAX_CACHE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_CACHE_BYTES:
-        raise ProfileError(f"larger than {MAX_CACHE_BYTES} bytes")
-    return LatencyProfile.from_json(data)
-
-
-def write_profile(path: Path, profile: LatencyProfile) -> None:
-    """Write `path` atomically (readers see the old file or the whole new one) through a private temporary file
-    created exclusively in the same folder (an unpredictable name; a link planted there is never followed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as file:
-            file.write(profile.to_json())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .loop import Run, decode
 from .model_call import ModelCall
 from .outputs import output_type
 from .pricing import Costs
-from .profile import cached_rows, device_costs
+from .profile import cached_rows, call_context, device_costs
 from .rope import Positions, frequencies_kept
 from .rows import Row, pad_rows
 from .sampling import TokenChooser
@@ -123,7 +123,8 @@ def _resolve(model, input_ids: torch.Tensor, processors: LogitsProcessorList, st
              lookahead_strategy, latency: Callable[[float], float] | None, corpus: Corpus | None,
              model_kwargs: dict) -> Resolved:
     """Every refusal (no forward, no streamer call), then the configuration and the loop ("auto" may time the model,
-    keeping the RoPE state plain decoding would start from)."""
+    keeping the RoPE state plain decoding would start from). Every price of the call (the config "auto" picks, the
+    handover, step sizing, beam steps) is at the call's mean context (lade.profile.call_context)."""
     beams = gen.num_beams is not None and gen.num_beams > 1
     if beams and lookahead_strategy is not None:
         raise ValueError("lookahead parallelism decodes greedily or by sampling: set num_beams=1, or decode beams "
@@ -144,11 +145,13 @@ def _resolve(model, input_ids: torch.Tensor, processors: LogitsProcessorList, st
                                      synced, streamer, caller.get("assistant_model")),
             lambda: beam_config(lookahead_config, gen, model) if beams else
             resolve_config(lookahead_config, gen, model, adaptive=strategy.adaptive_drafts, latency=latency,
-                           allowed=strategy.accepts, max_step_tokens=step_room(model, cache, gen)),
+                           allowed=strategy.accepts, max_step_tokens=step_room(model, cache, gen),
+                           context=call_context(input_ids.shape[1], gen.max_length)),
         )
         requested = lookahead_config if lookahead_config is not None else getattr(gen, "lookahead_config", None)
         n, task = input_ids.shape[0], auto_task(requested)  # rows per step: B, or B * k beams
-        costs = functools.cache(lambda: device_costs(model, latency))  # measured (or read from the cache) once
+        context = call_context(input_ids.shape[1], gen.max_length)  # after the checks: max_length is valid
+        costs = functools.cache(lambda: device_costs(model, latency, context=context))  # measured (or read) once
         priced = _priced(config, requested, latency, beams)
         handed_over = task is not None and lookahead_strategy is None and n > 1 and not beams and \
             not drafts_can_pay(costs(), n, task, () if latency is not None else cached_rows(model))

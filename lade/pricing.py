@@ -12,7 +12,8 @@ forward(R, q): seconds of an [R, q] forward (for the mix, s * forward(R, 1) + (1
 host_s: a drafting row's work per step outside the forward; loop_s: lade's loop's work per row and step beyond
 transformers' plain loop; q0: tokens per row the plain step feeds (1, or a window fed anyway); L: 1 where the plain
 alternative is transformers' own loop (a whole call handed over), 0 where it is a plain step of lade's own loop.
-forward, host_s and loop_s are the device's measured profile (lade.profile.device_costs).
+forward, host_s and loop_s are the device's measured profile, forward at the call's context
+(lade.profile.device_costs).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from lab.harness.paths import results_dir
 from lab.harness.prompts import encode_chat, load_prompts
 from lab.harness.provenance import provenance
 from lab.harness.timing import timed_generate
-from lade.cost import LatencyProfile, latency_profile, measure_latency
+from lade.cost import LatencyProfile, measure_latency
+from lade.profile_cache import latency_profile
 
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                 num_key_value_heads=8)

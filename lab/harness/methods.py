@@ -10,7 +10,7 @@ from typing import Any
 
 from lade.auto import auto_config
 from lade.config import LookaheadConfig
-from lade.cost import latency_profile
+from lade.profile_cache import latency_profile
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,16 @@ class Method:
 
 def measure_row_profiles(model, methods: Iterable[Method], rows: Iterable[int]) -> None:
     """Measure (or load from the cache) the latency profiles of steps of each row count > 1 in `rows` (a batch's
-    rows, or beam search's beams), which "auto" prices several-row steps with (lade/handover.py, lade/beams.py), so
-    that no timed call measures one; nothing unless a method's lookahead is "auto" or "auto:TASK"."""
+    rows, or beam search's beams), which "auto" prices several-row steps with (lade/handover.py, lade/beams.py), and
+    the one-row profile at the longer context, which prices calls with long prompts (lade.profile.ContextLatency),
+    so that no timed call measures one; nothing unless a method's lookahead is "auto" or "auto:TASK" (or, for the
+    long-context profile, an adaptive config, whose steps are priced too)."""
+    methods = list(methods)
     if any(isinstance(m.lookahead, str) for m in methods):
         for count in sorted(set(rows) - {1}):
             latency_profile(model, rows=count)
+    if any(isinstance(m.lookahead, str) or getattr(m.lookahead, "adaptive", False) for m in methods):
+        latency_profile(model, long=True)
 
 
 def reference_method(names: Iterable[str]) -> str:

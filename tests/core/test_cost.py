@@ -11,18 +11,9 @@ import pytest
 import torch
 
 import lade
-from lade.cost import (
-    LatencyProfile,
-    ProfileError,
-    choose_config,
-    latency_profile,
-    predict,
-    prior_table,
-    profile_path,
-    read_profile,
-    step_latency,
-)
+from lade.cost import LatencyProfile, ProfileError, choose_config, predict, prior_table, step_latency
 from lade.profile import PROFILE_ROWS, cached_rows
+from lade.profile_cache import latency_profile, profile_path, read_profile
 from tiny_models import random_prompt, tiny_model
 
 # config key -> (compression, tokens fed per step, share of one-token steps)

@@ -10,7 +10,8 @@ import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 import lade
-from lade.cost import device_key, latency_profile
+from lade.cost import device_key
+from lade.profile_cache import latency_profile
 from tiny_hub import tiny_tokenizer
 from tiny_models import random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq

@@ -10,10 +10,11 @@ import lade
 from lade.beams import EXPLORE
 from lade.cache import SlotLayer
 from lade.compat import CACHE_KWARG
-from lade.cost import device_key, latency_profile, prior_table, profile_path
+from lade.cost import device_key, prior_table
 from lade.cost_prior import PRIOR
 from lade.handover import batch_speedup, drafts_can_pay, slowest_row_prior
 from lade.pricing import THRESHOLD, Costs
+from lade.profile_cache import latency_profile, profile_path
 from tiny_models import COMMON, random_prompt, tiny_model
 from tiny_seq2seq import tiny_seq2seq
 

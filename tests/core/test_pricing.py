@@ -4,9 +4,10 @@ import pytest
 import torch
 
 import lade
-from lade.cost import LatencyProfile, device_key, latency_profile
+from lade.cost import CONTEXT, LatencyProfile, device_key
 from lade.pricing import THRESHOLD, Costs, Plan, pays, speedup, step_seconds
-from lade.profile import RowsLatency, cached_rows, device_costs
+from lade.profile import ContextLatency, RowsLatency, cached_rows, device_costs
+from lade.profile_cache import is_cached, latency_profile
 from tiny_models import random_prompt, tiny_model
 
 LINEAR = Costs(lambda rows, q: 0.01 + 0.001 * rows * q, host_s=0.002, loop_s=0.001)
@@ -107,3 +108,62 @@ def test_profiles_are_measured_when_first_needed_and_larger_batches_after_a_hand
         out = lade.generate(model, batch, "auto", attention_mask=mask, **kw)
         assert torch.equal(out.sequences, model.generate(batch, attention_mask=mask, **kw).sequences)
         assert out.lookahead_stats.handed_over == handed_over and measured == expected
+
+
+def test_the_price_rises_with_context():
+    """A step at context c costs the short profile's (measured at c0) plus, per row, the long profile's extra over
+    it (measured at c1) scaled by (c - c0) / (c1 - c0): the short price at c0, the long one at c1 (one row), past c1
+    extrapolated with the same slope; each row adds its own extra; the extra never falls with q."""
+    short = LatencyProfile("k", 256, (1, 8), (1.0, 2.0))
+    long = LatencyProfile("k", 2048, (1, 8), (1.5, 3.5))
+    loaded = []
+
+    def at(context):
+        return ContextLatency(lambda rows, q: rows * short(q), short, lambda: loaded.append(1) or long, context)
+
+    assert at(256)(1, 8) == pytest.approx(2.0) and at(2048)(1, 8) == pytest.approx(3.5)
+    assert at(2048)(1, 1) == pytest.approx(1.5) and at(3840)(1, 8) == pytest.approx(5.0)
+    assert at(1152)(4, 8) == pytest.approx(4 * 2.0 + 4 * 0.75)
+    prices = [at(c)(2, 4) for c in (256, 512, 1024, 2048, 4096)]
+    assert all(a < b for a, b in zip(prices, prices[1:]))
+    dip = ContextLatency(lambda rows, q: short(q), short, lambda: LatencyProfile("k", 2048, (1, 8), (2.0, 2.5)), 2048)
+    assert dip(1, 8) == pytest.approx(2.0 + 0.5)  # extra 1.0 at q=1 and 0.5 at q=8: never more for fewer tokens
+    linear = Costs(at(2048), 0.0)
+    plan = Plan(tokens=8, accepted=2, drafting=0)
+    assert speedup(linear, plan) < speedup(Costs(at(256), 0.0), plan)  # long contexts make wide steps dearer
+
+
+def context_measure(measured: list):
+    """A stand-in for lade.cost.measure_latency (no timing) whose steps cost more at a longer context; records each
+    measurement's (rows, long)."""
+    def measure(model, qs=(1, 2, 4, 8, 16, 32, 64), rows=1, context=256, long=False, **_):
+        measured.append((rows, long))
+        return LatencyProfile(device_key(model, rows, long), context, tuple(qs),
+                              tuple(1.0 + 1e-3 * rows * q * context / 256 for q in qs))
+
+    return measure
+
+
+def test_a_long_call_measures_the_long_context_profile_once(tmp_path, monkeypatch):
+    """A call whose mean context (prompt plus half its new tokens) is past STRETCH x the profile's is priced at its
+    context: the first such call measures the one-row profile at the long context, later ones read it from the
+    cache; short calls never measure it. Every output is plain greedy's."""
+    monkeypatch.setenv("LADE_CACHE", str(tmp_path))
+    measured = []
+    measure = context_measure(measured)
+
+    def profile(model, refresh=False, rows=1, long=False):
+        return latency_profile(model, refresh=refresh, rows=rows, long=long, measure=measure)
+
+    monkeypatch.setattr(lade.profile, "latency_profile", profile)
+    model = tiny_model("llama", "sdpa")
+    kw = dict(do_sample=False, max_new_tokens=8, eos_token_id=None)
+    short = random_prompt(1, length=12)
+    assert torch.equal(lade.generate(model, short, "auto", **kw), model.generate(short, **kw))
+    assert measured == [(1, False)] and not is_cached(model, long=True)
+    long = random_prompt(2, length=2 * CONTEXT + 40)
+    for _ in range(2):
+        assert torch.equal(lade.generate(model, long, "auto", **kw), model.generate(long, **kw))
+        assert measured == [(1, False), (1, True)] and is_cached(model, long=True)
+    costs = device_costs(model, context=2 * CONTEXT + 44)
+    assert costs.forward(1, 8) > device_costs(model).forward(1, 8) and measured == [(1, False), (1, True)]

@@ -11,8 +11,9 @@ from transformers.generation.logits_process import LogitsProcessorList
 import lade
 import lade.decoding
 from distribution import BiasedStrategy
-from lade.cost import LatencyProfile, latency_profile
+from lade.cost import LatencyProfile
 from lade.model_call import ModelCall
+from lade.profile_cache import latency_profile
 from lade.rows import left_pad
 from lade.sampling import position_noise, race
 from tiny_models import drafts_often_accepted, random_prompt, tiny_model
