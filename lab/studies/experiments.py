@@ -105,7 +105,8 @@ def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures
     prompt set: tokens/s, compression (rows: SAMPLING_COLUMNS). With `sampled_window`, lade with a sampled window
     (LookaheadConfig.sample_window) runs too.
 
-    Every run generates `max_new_tokens` (EOS ignored) so lengths match; the methods run side by side per prompt
+    Each method first runs once untimed (16 tokens, the first prompt). Every run generates `max_new_tokens` (EOS
+    ignored) so lengths match; the methods run side by side per prompt
     with the same seed, each `repeats` times (None: lab.harness.bench.REPEATS), the order rotating from run to run
     (lab.harness.bench.rotated); a row's times are its median repeat's, and with two or more repeats plain's A/A row
     (its first repeat against its second, lab.harness.bench.aa_row) follows each prompt's rows. Speedup is per
@@ -118,11 +119,14 @@ def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures
     prompts = [(name, str(r["id"]), *_encoded(tokenizer, r["prompt"], name, prompt_format, device))
                for name in sets for r in load_prompts(name, n_prompts)]
     methods = SAMPLING_METHODS if sampled_window else SAMPLING_METHODS[:2]
+    if prompts and temperatures:  # one untimed warm-up of each method (as lab.harness.bench.run_benchmark's)
+        warm = _sampling_kwargs(tokenizer, temperatures[0], min(16, max_new_tokens))
+        for m in methods:
+            _sampling_run(model, prompts[0][2], prompts[0][3], m, config, seed, warm)
     rows = []
     bar = progress_bar(total=len(temperatures) * len(prompts) * repeats, desc="sampling", unit="prompt run")
     for t_index, temperature in enumerate(temperatures):
-        gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-                   eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+        gen = _sampling_kwargs(tokenizer, temperature, max_new_tokens)
         for p_index, (name, prompt_id, ids, mask) in enumerate(prompts):
             run_seed = seed + 1000 * t_index + p_index
             runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
@@ -150,6 +154,12 @@ def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures
     return df
 
 
+def _sampling_kwargs(tokenizer, temperature: float, max_new_tokens: int) -> dict[str, Any]:
+    """generate() arguments of a sampling run: pure temperature sampling (top_k=0, top_p=1), EOS ignored."""
+    return dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
+                eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+
+
 def _sampling_run(model, ids: torch.Tensor, mask: torch.Tensor, method: str, config: LookaheadConfig, seed: int,
                   gen: dict[str, Any]) -> dict[str, Any]:
     """One seeded sampling run of `method` (SAMPLING_METHODS) -> its measured columns."""
@@ -169,8 +179,7 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
     one a noise floor) and from lookahead sampling; one row per (sampler, sample, position, token, its text)."""
     device = next(model.parameters()).device
     ids, mask = _encoded(tokenizer, prompt, "", prompt_format, device)
-    gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
-               eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+    gen = _sampling_kwargs(tokenizer, temperature, new_tokens)
     samplers = {"plain": (None, seed), "plain (independent seeds)": (None, seed + 10**6),
                 "lade": (config, seed + 2 * 10**6)}
     rows, calls = [], {}
