@@ -11,17 +11,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lab.harness.bench import summarize
+from lab.harness.bench import aa_row, checked_repeats, rotated, summarize
 from lab.harness.methods import Method, parse_config
 from lab.harness.paths import published
 from lab.harness.prompts import encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
-from lab.harness.stats import summarize_runs
+from lab.harness.stats import median_repeat, summarize_runs
 from lab.harness.timing import progress_bar, timed_generate
 from lade.config import LookaheadConfig
 
 SAMPLING_COLUMNS = ("prompt_set", "prompt_id", "temperature", "method", "new_tokens", "wall_s", "tokens_per_s",
-                    "forward_calls", "compression", "speedup")
+                    "forward_calls", "compression", "speedup", "wall_s_repeats", "reference_wall_s")
 DISTRIBUTION_COLUMNS = ("sampler", "sample", "position", "token", "text")
 
 
@@ -99,45 +99,65 @@ SAMPLING_METHODS = ("plain", "lade", "lade+sampled-window")  # plain sampling; l
 
 def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures: Sequence[float],
                  config: LookaheadConfig, n_prompts: int, max_new_tokens: int, seed: int = 0,
-                 prompt_format: str = "auto", sampled_window: bool = False, **provenance_params: Any) -> pd.DataFrame:
+                 prompt_format: str = "auto", sampled_window: bool = False, repeats: int | None = None,
+                 **provenance_params: Any) -> pd.DataFrame:
     """Plain sampling vs lookahead sampling at each temperature (top_k=0, top_p=1) on the first `n_prompts` of each
     prompt set: tokens/s, compression (rows: SAMPLING_COLUMNS). With `sampled_window`, lade with a sampled window
     (LookaheadConfig.sample_window) runs too.
 
-    Every run generates `max_new_tokens` (EOS ignored) so lengths match; the methods run side by side per prompt
-    with the same seed, their order rotating from prompt to prompt; speedup is per prompt and temperature, a
-    method's tokens/s over plain sampling's measured beside it. prompt_format: lab.harness.prompts.
+    Each method first runs once untimed (16 tokens, the first prompt). Every run generates `max_new_tokens` (EOS
+    ignored) so lengths match; the methods run side by side per prompt
+    with the same seed, each `repeats` times (None: lab.harness.bench.REPEATS), the order rotating from run to run
+    (lab.harness.bench.rotated); a row's times are its median repeat's, and with two or more repeats plain's A/A row
+    (its first repeat against its second, lab.harness.bench.aa_row) follows each prompt's rows. Speedup is per
+    prompt and temperature, a method's tokens/s over plain sampling's measured beside it. prompt_format:
+    lab.harness.prompts.
     """
+    repeats = checked_repeats(repeats)
     device = next(model.parameters()).device
     sets = [prompt_set] if isinstance(prompt_set, str) else list(prompt_set)
     prompts = [(name, str(r["id"]), *_encoded(tokenizer, r["prompt"], name, prompt_format, device))
                for name in sets for r in load_prompts(name, n_prompts)]
     methods = SAMPLING_METHODS if sampled_window else SAMPLING_METHODS[:2]
+    if prompts and temperatures:  # one untimed warm-up of each method (as lab.harness.bench.run_benchmark's)
+        warm = _sampling_kwargs(tokenizer, temperatures[0], min(16, max_new_tokens))
+        for m in methods:
+            _sampling_run(model, prompts[0][2], prompts[0][3], m, config, seed, warm)
     rows = []
-    bar = progress_bar(total=len(temperatures) * len(prompts), desc="sampling", unit="prompt")
+    bar = progress_bar(total=len(temperatures) * len(prompts) * repeats, desc="sampling", unit="prompt run")
     for t_index, temperature in enumerate(temperatures):
-        gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-                   eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+        gen = _sampling_kwargs(tokenizer, temperature, max_new_tokens)
         for p_index, (name, prompt_id, ids, mask) in enumerate(prompts):
             run_seed = seed + 1000 * t_index + p_index
-            turn = p_index % len(methods)  # the order rotates from prompt to prompt
-            pair = {m: _sampling_run(model, ids, mask, m, config, run_seed, gen)
-                    for m in methods[turn:] + methods[:turn]}
-            for method in methods:
-                row = {"prompt_set": name, "prompt_id": prompt_id, "temperature": temperature, "method": method,
-                       **pair[method]}
-                rows.append(row | {"speedup": row["tokens_per_s"] / pair["plain"]["tokens_per_s"]})
-            bar.update()
+            runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+            for rep in range(repeats):
+                for m in rotated(methods, p_index + rep):  # the same seed every repeat: the same tokens
+                    runs[m].append(_sampling_run(model, ids, mask, m, config, run_seed, gen))
+                bar.update()
+            pair = {m: timed[median_repeat([r["wall_s"] for r in timed])] | {
+                "wall_s_repeats": [r["wall_s"] for r in timed], "reference_wall_s": None} for m, timed in runs.items()}
+            prompt_rows = [{"prompt_set": name, "prompt_id": prompt_id, "temperature": temperature, "method": m,
+                            **pair[m], "speedup": pair[m]["tokens_per_s"] / pair["plain"]["tokens_per_s"]}
+                           for m in methods]
+            if repeats >= 2:
+                prompt_rows.append(aa_row(prompt_rows[0], float("nan")))
+            rows += prompt_rows
     bar.close()
     df = pd.DataFrame(rows, columns=list(SAMPLING_COLUMNS))
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), prompt_set=",".join(sets), **model_record(model),
         temperatures=list(temperatures), config=config.to_dict(), methods=list(methods),
         n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed, prompt_format=prompt_format,
-        **provenance_params)
+        repeats=repeats, **provenance_params)
     df.attrs["summary"] = summarize_runs(df, reference="plain", keys=("prompt_set", "temperature", "method")).to_dict(
         "records")  # speedup and compression with 95% intervals, saved beside the rows
     return df
+
+
+def _sampling_kwargs(tokenizer, temperature: float, max_new_tokens: int) -> dict[str, Any]:
+    """generate() arguments of a sampling run: pure temperature sampling (top_k=0, top_p=1), EOS ignored."""
+    return dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
+                eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
 
 
 def _sampling_run(model, ids: torch.Tensor, mask: torch.Tensor, method: str, config: LookaheadConfig, seed: int,
@@ -159,8 +179,7 @@ def sample_continuations(model, tokenizer, prompt: str, config: LookaheadConfig,
     one a noise floor) and from lookahead sampling; one row per (sampler, sample, position, token, its text)."""
     device = next(model.parameters()).device
     ids, mask = _encoded(tokenizer, prompt, "", prompt_format, device)
-    gen = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
-               eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
+    gen = _sampling_kwargs(tokenizer, temperature, new_tokens)
     samplers = {"plain": (None, seed), "plain (independent seeds)": (None, seed + 10**6),
                 "lade": (config, seed + 2 * 10**6)}
     rows, calls = [], {}

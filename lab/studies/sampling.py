@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lab.harness.bench import REPEATS
 from lab.harness.runs import SpecModel
 from lab.harness.workload import Params, Study, Work
 from lab.studies import sampling_check as check
@@ -24,7 +25,7 @@ __all__ = ["STUDY", "check", "distribution_plot", "findings", "model_params", "r
 def estimate(p: Params, entry: SpecModel) -> list[Work]:
     key = LookaheadConfig.from_label(p["config"]).key
     runs = [
-        Work(p["prompt_set"], f"{kind} T={t}", cfg, p["n_prompts"], p["max_new_tokens"])
+        Work(p["prompt_set"], f"{kind} T={t}", cfg, p["n_prompts"], p["max_new_tokens"], repeats=REPEATS)
         for t in p["temperatures"]
         for kind, cfg in (("plain sampling", None), ("lade sampling", key))
     ]

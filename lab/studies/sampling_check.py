@@ -83,7 +83,9 @@ class Size:
 
 
 SIZES = {"smoke": Size(10, 4, 1, 10, 1),  # notebook 05's --quick run: the wiring, not a test with power
-         "quick": Size(40, 6, 1, 20, 1), "default": Size(200, 8, 2, 20, 1), "full": Size(1000, 8, 4, 50)}
+         "quick": Size(40, 6, 1, 20, 1), "default": Size(200, 8, 1, 20, 1),  # the default run: one power replicate
+         "replicated": Size(200, 8, 4, 20, 1),  # default's n with 4 power replicates (embedded-cpu-full.yaml)
+         "full": Size(1000, 8, 4, 50)}
 CONFIG = "4,5,5"  # the fixed lookahead config (N,W,G)
 
 
