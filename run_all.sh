@@ -58,10 +58,14 @@ printf 'pid %d, %s, spec %s, started %s' "$$" "$command_line" "$spec" "$(date -u
 
 # Ctrl-C (SIGINT) or SIGTERM: stop the notebook now (papermill, and its kernel), publish nothing, exit 130/143
 child=""
+descendants() { local pid; for pid in $(pgrep -P "$1" 2>/dev/null); do echo "$pid"; descendants "$pid"; done; }
 interrupted() {
     trap - INT TERM
     if [[ -n $child ]]; then
-        kill -TERM $child $(pgrep -P "$child" 2>/dev/null) 2>/dev/null || true
+        local pids=("$child" $(descendants "$child")) _  # papermill, its kernel and whatever the kernel started
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        for _ in {1..50}; do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done  # 5 s to end on its own
+        kill -KILL "${pids[@]}" 2>/dev/null || true  # then at once: a kernel shutting down slowly publishes nothing
         wait "$child" 2>/dev/null || true
     fi
     echo "" >&2
