@@ -16,6 +16,7 @@ def test_quick_runs_time_fewer_repeats_but_keep_the_aa_row():
 
 def test_every_notebook_passes_its_repeats_to_its_runner():
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
-        code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         assert "repeats = repeats_for(quick)" in code, path.name
         assert "repeats=repeats" in code, path.name
