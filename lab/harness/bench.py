@@ -191,6 +191,12 @@ def run_benchmark(
 
 
 REPEATS = 3  # timings of every (prompt, method) in a benchmark; their median is the row's time
+QUICK_REPEATS = 2  # a --quick run's: the fewest that still give the A/A row
+
+
+def repeats_for(quick: bool) -> int:
+    """Timings per (prompt, method) of a notebook run: REPEATS, or QUICK_REPEATS in a --quick run."""
+    return QUICK_REPEATS if quick else REPEATS
 
 
 def checked_repeats(repeats: int | None) -> int:

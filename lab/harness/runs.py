@@ -64,11 +64,11 @@ def benchmark_models(entries: Sequence[SpecModel], datasets: Sequence[str], base
                      n_prompts: int | Mapping[str, int] = 10, max_new_tokens: int = 128,
                      methods: Sequence[Method] | None = None, ignore_eos: bool = False,
                      headline: Sequence[str] = (), headline_prompts: int | Mapping[str, int] | None = None,
-                     num_beams: int = 1, **provenance_params: Any) -> pd.DataFrame:
+                     num_beams: int = 1, repeats: int | None = None, **provenance_params: Any) -> pd.DataFrame:
     """For each entry in turn: load it, run_benchmark on the `datasets` it runs (entry.datasets) with `methods`, or
     else methods_for(entry, baselines), in its prompt format; free it. Rows of all models, provenance in attrs.
     headline, headline_prompts: as run_benchmark's (methods that also run more prompts); num_beams: as run_benchmark's
-    (beam search, paired with plain beam search)."""
+    (beam search, paired with plain beam search); repeats: run_benchmark's (None: bench.REPEATS)."""
     tables, per_model = [], {}
     for entry in entries:
         sets = [d for d in datasets if entry.runs_on(d)]
@@ -80,7 +80,8 @@ def benchmark_models(entries: Sequence[SpecModel], datasets: Sequence[str], base
         rows = run_benchmark(model, tokenizer, sets, methods if methods is not None else methods_for(entry, baselines),
                              max_new_tokens=max_new_tokens, n_prompts=n_prompts, ignore_eos=ignore_eos,
                              headline=headline, headline_prompts=headline_prompts, num_beams=num_beams,
-                             prompt_format=entry.prompt_format, model_name=entry.name, model_arg=entry.path)
+                             repeats=repeats, prompt_format=entry.prompt_format, model_name=entry.name,
+                             model_arg=entry.path)
         per_model[entry.name] = rows.attrs["provenance"]["params"] | {"device": rows.attrs["provenance"]["device"]}
         tables.append(rows)
         del model, tokenizer  # free it before the next model loads (a 70B and a 7B model rarely fit together)

@@ -127,10 +127,10 @@ def lade_filled(model, tokenizer, name: str, stop: int, max_new_tokens: int, pro
 
 
 def spec_bench_rows(model, tokenizer, task: str, sizes: Sequence[int], n_prompts: int, max_new_tokens: int,
-                    prompt_format: str, protocol: str = "preceding") -> pd.DataFrame:
+                    prompt_format: str, protocol: str = "preceding", repeats: int | None = None) -> pd.DataFrame:
     """One task: n_prompts questions measured with greedy, lade auto and lade auto with a corpus of each size in
     `sizes` (clipped to the task's other questions; 0 is lade auto alone); which questions and corpora: `protocol`
-    (module docstring)."""
+    (module docstring); repeats: timings per question (None: bench.REPEATS)."""
     name = f"spec_bench:{task}"
     if protocol == "preceding":
         skip = min(max(sizes), len(load_prompts(name)) - n_prompts)
@@ -146,13 +146,16 @@ def spec_bench_rows(model, tokenizer, task: str, sizes: Sequence[int], n_prompts
         corpora = {k: FrozenCorpus.of(requests[:k]) for k in counts if k}
     methods = [corpus_method(corpora.get(k), k) for k in counts]
     rows = bench.run_benchmark(model, tokenizer, [name], methods, max_new_tokens, n_prompts, progress=False,
-                               prompt_format=prompt_format, skip=skip)
+                               prompt_format=prompt_format, skip=skip, repeats=repeats)
     return _with_corpus_columns(rows, "spec_bench", dict(zip((m.name for m in methods), counts)))
 
 
-def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) -> pd.DataFrame:
+def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int,
+                       repeats: int | None = None) -> pd.DataFrame:
     """Turn 2 of each conversation, after the model's greedy answer to turn 1, with greedy, lade auto and lade auto
-    with the corpus of every conversation's first turn (chat template)."""
+    with the corpus of every conversation's first turn (chat template); repeats: timings per conversation (None:
+    bench.REPEATS)."""
+    repeats = bench.checked_repeats(repeats)
     rows = two_turn_rows(n_prompts)
     firsts = [_chat(tokenizer, [row["turns"][0]], []) for row in rows]
     requests = served(model, firsts, max_new_tokens, _pad(tokenizer))
@@ -167,8 +170,8 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) ->
         encoded = _chat(tokenizer, row["turns"], [answer])
         prompt = bench._Prompt(TWO_TURNS, str(row["id"]), encoded,
                                (encoded.input_ids.to(device), encoded.attention_mask.to(device)), True)
-        runs = bench._rotated_runs(model, methods, prompt, kwargs, bench.REPEATS, first=i, done=lambda: None)
-        table += bench._paired_rows(prompt, methods, runs, bench.REPEATS)
+        runs = bench._rotated_runs(model, methods, prompt, kwargs, repeats, first=i, done=lambda: None)
+        table += bench._paired_rows(prompt, methods, runs, repeats)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     df = pd.DataFrame(table).assign(model=name.rstrip("/").rsplit("/", 1)[-1],
                                     dtype=str(model.dtype).removeprefix("torch."))
@@ -177,21 +180,24 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int) ->
 
 def run_corpus_benchmark(model, tokenizer, tasks: Sequence[str], sizes: Sequence[int], n_prompts: int,
                          two_turn_prompts: int, max_new_tokens: int, prompt_format: str = "auto",
-                         protocol: str = "preceding", **provenance_params: Any) -> pd.DataFrame:
+                         protocol: str = "preceding", repeats: int | None = None,
+                         **provenance_params: Any) -> pd.DataFrame:
     """Both workloads' rows, provenance in attrs (lab.harness.results.save_results writes it beside them). protocol:
-    where a Spec-Bench task's corpus comes from (PROTOCOLS, module docstring)."""
+    where a Spec-Bench task's corpus comes from (PROTOCOLS, module docstring); repeats: timings per measured prompt
+    (None: bench.REPEATS)."""
+    repeats = bench.checked_repeats(repeats)
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in sizes):
         raise ValueError(f"sizes must be non-negative integers (0: lade auto without a corpus), got {list(sizes)}")
-    parts = [spec_bench_rows(model, tokenizer, task, sizes, n_prompts, max_new_tokens, prompt_format, protocol)
+    parts = [spec_bench_rows(model, tokenizer, task, sizes, n_prompts, max_new_tokens, prompt_format, protocol, repeats)
              for task in tasks]
-    parts.append(two_turn_benchmark(model, tokenizer, two_turn_prompts, max_new_tokens))
+    parts.append(two_turn_benchmark(model, tokenizer, two_turn_prompts, max_new_tokens, repeats))
     df = pd.concat(parts, ignore_index=True)
     df.attrs["provenance"] = provenance(
         model=getattr(model.config, "_name_or_path", ""), **model_record(model), tasks=list(tasks), sizes=list(sizes),
         n_prompts=n_prompts, two_turn_prompts=two_turn_prompts, max_new_tokens=max_new_tokens,
-        prompt_format=prompt_format, protocol=protocol, repeats=bench.REPEATS, **provenance_params)
+        prompt_format=prompt_format, protocol=protocol, repeats=repeats, **provenance_params)
     return df
 
 
