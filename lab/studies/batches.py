@@ -18,6 +18,7 @@ from lab.harness.intro import run_intro
 from lab.harness.methods import Method
 from lab.harness.results import load_results
 from lab.harness.runs import SpecModel
+from lab.harness.stats import is_aa
 from lab.harness.workload import Params, Study, Work
 from lab.studies.batch_headroom import HEADROOM_COLUMNS, replayed, summarize_headroom
 from lab.studies.calibration import Fit
@@ -25,9 +26,15 @@ from lab.studies.figures_batch import batch_prediction_plot, batch_throughput_pl
 from lab.studies.findings import batches as findings
 from lab.studies.gpu_model import BATCH_PREDICTION_COLUMNS, predict_batches
 
-__all__ = ["REFERENCE", "STUDY", "Fit", "batch_prediction_plot", "batch_throughput_plot", "check_rows", "findings",
-           "intro", "predict_batches", "replayed", "run_batched", "step_width_quantiles", "summarize_batches",
-           "summarize_headroom"]  # what the notebook calls
+__all__ = ["REFERENCE", "STUDY", "Fit", "batch_prediction_plot", "batch_throughput_plot", "check_rows",
+           "compared_methods", "findings", "intro", "predict_batches", "replayed", "run_batched",
+           "step_width_quantiles", "summarize_batches", "summarize_headroom"]  # what the notebook calls
+
+
+def compared_methods(rows) -> list[str]:
+    """The methods notebook 09 draws against plain batched greedy, in the rows' order (its A/A row is the noise
+    floor the findings give, not a method)."""
+    return [m for m in dict.fromkeys(rows["method"]) if m != REFERENCE and not is_aa(m)]
 
 
 def estimate(p: Params, entry: SpecModel) -> list[Work]:
