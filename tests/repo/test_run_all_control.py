@@ -108,16 +108,29 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> Non
 
 
 def stopped_at_once(process: subprocess.Popen, box: Path, timeout: float = 30) -> tuple[str, str]:
-    """The run ended within `timeout` s, and its kernel with it: the heartbeat stopped. (Alone it ends within a few
-    seconds; 30 leaves room for a 2-core machine busy with another job, where 10 s was once exceeded.)"""
-    start_s = time.time()
-    out, err = process.communicate(timeout=timeout)
-    assert time.time() - start_s < timeout
+    """The run ended within `timeout` s, and its kernel with it: the heartbeat stopped; then nothing of its session
+    holds its output. (Alone it ends within a few seconds; 30 leaves room for a 2-core machine busy with another job,
+    where 10 s was once exceeded.) A failure lists what of the run's session was still there."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"run_all.sh still running {timeout} s after the signal:\n{_session(process)}") from None
     heartbeat = box / "build" / "run" / "results" / "quick" / "heartbeat.txt"
     before = heartbeat.read_text()
     time.sleep(1.5)  # a kernel left running would write it again within 0.1 s
     assert heartbeat.read_text() == before, "the notebook's kernel kept running after the run stopped"
-    return out, err
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        held = _session(process)
+        raise AssertionError(f"run_all.sh ended, but its session still holds its output:\n{held}") from None
+
+
+def _session(process: subprocess.Popen) -> str:
+    """The processes of the run's session (it was started as its leader), for a failure message."""
+    listing = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-s", str(process.pid)], capture_output=True,
+                             text=True)
+    return listing.stdout or listing.stderr
 
 
 def published_nothing(box: Path) -> None:
