@@ -88,9 +88,16 @@ def _env(box: Path) -> dict[str, str]:
 
 
 def start(box: Path, *args: str) -> subprocess.Popen:
-    """run_all.sh in its own process group (as a terminal runs it), in the background."""
+    """run_all.sh in its own process group, in the background, with SIGINT and SIGTERM at their defaults as a terminal
+    runs it (a signal this test process ignores, as a library loaded earlier in the suite may make it, would be ignored
+    by the run too: a shell cannot trap a signal ignored when it starts)."""
     return subprocess.Popen([str(box / "run_all.sh"), *args], cwd=box, env=_env(box), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_signals)
+
+
+def _default_signals() -> None:
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
 
 
 def run(box: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
