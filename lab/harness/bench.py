@@ -40,8 +40,7 @@ import torch
 
 from lab.harness.agreement import first_divergence
 from lab.harness.methods import Method, measure_row_profiles, parse_config, reference_method
-from lab.harness.prompts import EncodedPrompt, encode_prompts, load_prompts
-from lab.harness.prompts import Prompt as _Prompt  # one prompt as fed (lab.studies.corpus_bench builds them too)
+from lab.harness.prompts import EncodedPrompt, Prompt, encode_prompts, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
 from lab.harness.stats import aa_name, median_repeat, summarize_runs
@@ -238,7 +237,7 @@ def _prompt_counts(prompt_sets: Sequence[str], n_prompts: int | Mapping[str, int
 
 
 def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, int], widest: Mapping[str, int],
-            prompt_format: str, split: str = "evaluation", skip: int = 0) -> list[_Prompt]:
+            prompt_format: str, split: str = "evaluation", skip: int = 0) -> list[Prompt]:
     device = next(model.parameters()).device
     prompts = []
     for name in prompt_sets:
@@ -251,7 +250,7 @@ def _encode(model, tokenizer, prompt_sets: Sequence[str], counts: Mapping[str, i
     return prompts
 
 
-def _rotated_runs(model, methods: list[Method], prompt: _Prompt, gen_kwargs: dict[str, Any], repeats: int,
+def _rotated_runs(model, methods: list[Method], prompt: Prompt, gen_kwargs: dict[str, Any], repeats: int,
                   first: int, done: Callable[[], Any]) -> dict[str, list[Timed]]:
     """Each method `repeats` times on the prompt, the order rotated by `first` + repeat (no method always first):
     method name -> its timed calls."""
@@ -269,7 +268,7 @@ def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
     return [*methods[shift:], *methods[:shift]]
 
 
-def _paired_rows(prompt: _Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
+def _paired_rows(prompt: Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
     """One row per method (times: its median repeat's, lab.harness.stats.median_repeat), with its divergence from
     and speedup over the reference
     (methods[0]: plain greedy or plain beam search); with two or more repeats, then the reference's A/A row (its

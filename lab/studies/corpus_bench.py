@@ -32,7 +32,7 @@ import torch
 import lade
 from lab.harness import bench
 from lab.harness.methods import Method
-from lab.harness.prompts import PROMPT_DIR, EncodedPrompt, encode_prompt, load_prompts
+from lab.harness.prompts import PROMPT_DIR, EncodedPrompt, Prompt, encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.stats import aa_name
 
@@ -168,7 +168,7 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int,
     table = []
     for i, (row, answer) in enumerate(zip(rows, answers)):
         encoded = _chat(tokenizer, row["turns"], [answer])
-        prompt = bench._Prompt(TWO_TURNS, str(row["id"]), encoded,
+        prompt = Prompt(TWO_TURNS, str(row["id"]), encoded,
                                (encoded.input_ids.to(device), encoded.attention_mask.to(device)), True)
         runs = bench._rotated_runs(model, methods, prompt, kwargs, repeats, first=i, done=lambda: None)
         table += bench._paired_rows(prompt, methods, runs, repeats)
