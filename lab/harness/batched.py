@@ -46,7 +46,7 @@ from lab.harness.methods import Method, measure_row_profiles
 from lab.harness.prompts import SPEC_BENCH_TASKS, Prompt, encode_prompts, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
-from lab.harness.stats import aa_name, median_repeat, summarize_runs
+from lab.harness.stats import aa_name, aa_row, median_repeat, summarize_runs
 from lab.harness.timing import ForwardTimer, progress_bar
 from lade.rows import left_pad, row_lengths
 
@@ -166,17 +166,14 @@ def _batch_rows(prompts: list[Prompt], size: int, batch: int, methods: list[Meth
 
 
 def _with_repeats(records: list[dict[str, Any]], runs: dict[str, list[_Run]]) -> list[dict[str, Any]]:
-    """Each record with its repeats' wall times, then (two or more repeats) plain greedy's A/A record: its first
-    repeat (reference_wall_s) against its second (wall_s and the second run's forwards)."""
+    """Each record with its repeats' wall times, then (two or more repeats) plain greedy's A/A record
+    (lab.harness.stats.aa_row): its first repeat (reference_wall_s) against its second (wall_s); its counts and
+    forwards are its row's, the median repeat's."""
     out = [r | {"wall_s_repeats": [t.wall for t in runs[r["method"]]], "reference_wall_s": None} for r in records]
-    plain = runs[REFERENCE]
-    if len(plain) < 2:
+    if len(runs[REFERENCE]) < 2:
         return out
     reference = next(r for r in out if r["method"] == REFERENCE)
-    first, second = plain[0].wall, plain[1].wall
-    return out + [reference | {"method": aa_name(REFERENCE), "first": False, "wall_s": second,
-                               "reference_wall_s": first, "tokens_per_s": reference["new_tokens"] / second,
-                               "speedup": first / second}]
+    return out + [aa_row(reference) | {"first": False}]
 
 
 def _checked(methods: Sequence[Method], batch_sizes: Sequence[int], n_prompts: int, repeat_plain: bool = False

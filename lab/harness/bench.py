@@ -43,7 +43,7 @@ from lab.harness.methods import Method, measure_row_profiles, parse_config, refe
 from lab.harness.prompts import EncodedPrompt, Prompt, encode_prompts, load_prompts
 from lab.harness.provenance import model_record, provenance
 from lab.harness.results import report
-from lab.harness.stats import aa_name, median_repeat, summarize_runs
+from lab.harness.stats import aa_row, median_repeat, summarize_runs
 from lab.harness.timing import ForwardTimer, Timed, progress_bar, timed_generate
 
 ROW_COLUMNS = {
@@ -271,8 +271,8 @@ def rotated(methods: Sequence[Method], turn: int) -> list[Method]:
 def _paired_rows(prompt: Prompt, methods: list[Method], runs: Mapping[str, list], repeats: int) -> list[dict]:
     """One row per method (times: its median repeat's, lab.harness.stats.median_repeat), with its divergence from
     and speedup over the reference
-    (methods[0]: plain greedy or plain beam search); with two or more repeats, then the reference's A/A row (its
-    first repeat against its second)."""
+    (methods[0]: plain greedy or plain beam search); with two or more repeats, then the reference's A/A row
+    (lab.harness.stats.aa_row: its first repeat against its second, with the second's forward time)."""
     outputs = {name: timed[0].new[0] for name, timed in runs.items()}
     rows = []
     for method in methods:
@@ -290,17 +290,6 @@ def _paired_rows(prompt: Prompt, methods: list[Method], runs: Mapping[str, list]
     if repeats >= 2:
         rows.append(aa_row(reference, runs[reference["method"]][1].timer.seconds))
     return rows
-
-
-def aa_row(reference: dict[str, Any], second_forward_s: float) -> dict[str, Any]:
-    """The A/A row of a reference row timed two or more times: the same outputs, `wall_s` its second repeat and
-    `reference_wall_s` its first, so its speedup (first / second) is what timing noise alone gives.
-    second_forward_s: the second repeat's forward time."""
-    first, second = reference["wall_s_repeats"][:2]
-    n = reference["new_tokens"]
-    return reference | {"method": aa_name(reference["method"]), "wall_s": second, "reference_wall_s": first,
-                        "tokens_per_s": n / second, "speedup": first / second, "forward_s": second_forward_s,
-                        "host_share": max(0.0, 1.0 - second_forward_s / second)}
 
 
 def _per_set(count: int | Mapping[str, int], prompt_sets: Sequence[str]) -> dict[str, int]:

@@ -7,8 +7,9 @@ prompts (scipy.stats.bootstrap).
   reference (plain greedy), both run on the same prompts in the same process, interleaved (lab.harness.bench). With
   lossless decoding both generate the same tokens, so this is sum(reference wall_s) / sum(method wall_s).
 - Timing noise: a benchmark times each prompt `repeats` times (lab.harness.bench), a row's time is the MEDIAN over
-  its repeats (`median_repeat`), and the A/A row (`aa_name(reference)`: the reference's first repeat against its
-  second, per prompt) is summarized like any method, so each speedup stands beside the ratio that noise alone gives.
+  its repeats (`median_repeat`), and the A/A row (`aa_row`, named `aa_name(reference)`: the reference's first
+  repeat against its second, per prompt) is summarized like any method, so each speedup stands beside the ratio
+  that noise alone gives.
 - Intervals: percentile bootstrap resampling prompts (pairs of reference and method rows stay together; BCa was
   unstable at a few prompts); fewer than MIN_INTERVAL_N prompts give no interval (NaN): show the points instead
   (`interval_or_points`).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +51,25 @@ def median_repeat(values: Sequence[float]) -> int:
     if not len(values):
         raise ValueError("median_repeat needs at least one repeat")
     return int(np.argsort(np.asarray(values, dtype=float), kind="stable")[(len(values) - 1) // 2])
+
+
+def aa_row(reference: dict[str, Any], second_forward_s: float | None = None) -> dict[str, Any]:
+    """The A/A row of a reference row timed two or more times (`wall_s_repeats`, in run order): the reference row
+    renamed (aa_name), its `wall_s` the second repeat and `reference_wall_s` the first, so its speedup (first /
+    second) is what timing noise alone gives; its other columns stay the reference row's.
+
+    second_forward_s: the second repeat's seconds inside the model forward, for rows that record it (`forward_s`,
+    `host_share` then describe the second repeat); None for rows without forward time (they get no such columns).
+    """
+    walls = reference["wall_s_repeats"]
+    if len(walls) < 2:
+        raise ValueError(f"an A/A row needs two or more repeats of {reference['method']!r}, got {len(walls)}")
+    first, second = walls[:2]
+    row = reference | {"method": aa_name(reference["method"]), "wall_s": second, "reference_wall_s": first,
+                       "tokens_per_s": reference["new_tokens"] / second, "speedup": first / second}
+    if second_forward_s is not None:
+        row |= {"forward_s": second_forward_s, "host_share": max(0.0, 1.0 - second_forward_s / second)}
+    return row
 
 
 def ratio_of_sums(numerator, denominator, axis: int = -1):

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lab.harness.bench import aa_row, checked_repeats, rotated, summarize
+from lab.harness.bench import checked_repeats, rotated, summarize
 from lab.harness.methods import Method, parse_config
 from lab.harness.paths import published
 from lab.harness.prompts import encode_prompt, load_prompts
 from lab.harness.provenance import model_record, provenance
-from lab.harness.stats import median_repeat, summarize_runs
+from lab.harness.stats import aa_row, median_repeat, summarize_runs
 from lab.harness.timing import progress_bar, timed_generate
 from lade.config import LookaheadConfig
 
@@ -109,7 +109,7 @@ def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures
     ignored) so lengths match; the methods run side by side per prompt
     with the same seed, each `repeats` times (None: lab.harness.bench.REPEATS), the order rotating from run to run
     (lab.harness.bench.rotated); a row's times are its median repeat's, and with two or more repeats plain's A/A row
-    (its first repeat against its second, lab.harness.bench.aa_row) follows each prompt's rows. Speedup is per
+    (its first repeat against its second, lab.harness.stats.aa_row) follows each prompt's rows. Speedup is per
     prompt and temperature, a method's tokens/s over plain sampling's measured beside it. prompt_format:
     lab.harness.prompts.
     """
@@ -140,7 +140,7 @@ def run_sampling(model, tokenizer, prompt_set: str | Sequence[str], temperatures
                             **pair[m], "speedup": pair[m]["tokens_per_s"] / pair["plain"]["tokens_per_s"]}
                            for m in methods]
             if repeats >= 2:
-                prompt_rows.append(aa_row(prompt_rows[0], float("nan")))
+                prompt_rows.append(aa_row(prompt_rows[0]))  # sampling rows record no forward time
             rows += prompt_rows
     bar.close()
     df = pd.DataFrame(rows, columns=list(SAMPLING_COLUMNS))

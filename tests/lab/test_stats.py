@@ -7,6 +7,7 @@ import pytest
 from lab.harness.stats import (
     MIN_INTERVAL_N,
     aa_name,
+    aa_row,
     compression,
     interval,
     interval_or_points,
@@ -89,6 +90,21 @@ def test_aa_row_is_paired_with_its_own_reference_time():
     assert out.loc["greedy (A/A)", "speedup"] == pytest.approx(10.0 / 10.0)
     assert out.loc["greedy (A/A)", "speedup_low"] < 1.0 < out.loc["greedy (A/A)", "speedup_high"]
     assert out.loc["fast", "speedup"] == pytest.approx(2.0)
+
+
+def test_aa_row_builds_the_noise_ratio_from_the_first_two_repeats():
+    """One rule for every harness: the A/A row is the reference row renamed, timed by its second repeat against its
+    first (speedup = first / second, tokens/s from the second); forward time and host share are set only for rows
+    that record forward time, so batched and sampling rows (which have none) gain no such columns."""
+    reference = {"method": "greedy", "new_tokens": 64, "wall_s": 2.0, "wall_s_repeats": [2.0, 1.6, 2.4],
+                 "reference_wall_s": None, "forward_calls": 64, "speedup": 1.0}
+    plain = aa_row(reference)
+    assert plain == reference | {"method": "greedy (A/A)", "wall_s": 1.6, "reference_wall_s": 2.0,
+                                 "tokens_per_s": 64 / 1.6, "speedup": pytest.approx(2.0 / 1.6)}
+    timed = aa_row(reference | {"forward_s": 1.5, "host_share": 0.25}, second_forward_s=1.2)
+    assert timed["forward_s"] == 1.2 and timed["host_share"] == pytest.approx(1 - 1.2 / 1.6)
+    with pytest.raises(ValueError, match="two or more repeats"):
+        aa_row(reference | {"wall_s_repeats": [2.0]})
 
 
 def test_median_repeat():
