@@ -10,12 +10,14 @@ the one-row profile alone, a batch of R the counts up to the first at or above R
 
 The model is the embedded one (float32, linear layers packed, as the lab benchmarks every method on the CPU); the
 prompts are MT-Bench first turns that no notebook evaluates (`hidden_prompts`: past the first 16 questions, none of
-the two-turn set or the tuning split). Per batch size R (the first R prompts, left-padded): one untimed plain call
-(the first use of R's shapes, e.g. the packed linears' kernels, is charged to neither method), then `--repeats`
+the two-turn set or the tuning split). Per batch size R (the first R prompts, left-padded): one untimed plain call of
+`--tokens` (the first use of R's shapes, e.g. the packed linears' kernels, and of every cache length and the memory a
+call at R reaches is charged to neither method), then `--repeats`
 rounds of one "auto" and one plain greedy call, the order alternating (auto first in the first round, so the first
 timed call at R is "auto"'s first: it pays whatever "auto" does at a batch size it has not seen, and nothing else).
 EOS is ignored so every call decodes `--tokens` per row. One row per call (wall seconds, whether its rows equal plain
-greedy's, whether "auto" handed the batch to transformers' loop, how many profiles it measured) in `--out`, and per
+greedy's, whether "auto" handed the batch to transformers' loop, how many profiles it measured, the process's minor
+page faults during it: a count, to tell allocator state from work when a call's time stands out) in `--out`, and per
 batch size the median plain seconds over the first "auto" call's and over the median of the later ones (`summary`
 beside it); each file's provenance (lab.harness.provenance, the command included) is written beside it.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -105,13 +108,15 @@ def main() -> None:
     rows = []
     for size in sizes:
         ids, mask = encode(tokenizer, [p for _, p in prompts[:size]])
-        timed(model, ids, mask, "greedy", args.warmup_tokens)  # untimed: R's shapes warmed for both methods
+        timed(model, ids, mask, "greedy", args.tokens)  # untimed: R's shapes and cache lengths warmed for both
         for round_ in range(args.repeats):
             for method in ("auto", "greedy") if round_ % 2 == 0 else ("greedy", "auto"):
-                before = profiles(fresh)
+                before, faults = profiles(fresh), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 seconds, out, handed = timed(model, ids, mask, method, args.tokens)
+                faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
                 rows.append({"batch": size, "method": method, "call": round_ + 1, "wall_s": seconds,
                              "handed_over": handed, "profiles_measured": len(profiles(fresh) - before),
+                             "minor_faults": faults,
                              "out": out[:, ids.shape[1]:].tolist()})
         here = [r for r in rows if r["batch"] == size]
         plain = next(r["out"] for r in here if r["method"] == "greedy")
@@ -124,7 +129,7 @@ def main() -> None:
                   warmup_tokens=args.warmup_tokens, warmup_s=warmup_s, threads=args.threads,
                   question_ids=[q for q, _ in prompts], model="embedded", fresh_cache=args.profiles is None,
                   profiled_rows=cached_rows(model),
-                  shape_warmup="one untimed plain call of warmup_tokens per batch size before its timed calls",
+                  shape_warmup="one untimed plain call of `tokens` per batch size before its timed calls",
                   order="rounds of (auto, greedy), (greedy, auto), ... alternating, auto first")
     table.attrs = provenance(script="scripts/bench_auto_cold_start.py", **params)
     summary.attrs = provenance(script="scripts/bench_auto_cold_start.py", source=args.out.name, **params)

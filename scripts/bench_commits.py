@@ -1,6 +1,7 @@
 """Before/after a refactor: the same prompts and methods decoded by two checkouts of lade, request by request.
 
-    python scripts/bench_commits.py BEFORE_CHECKOUT AFTER_CHECKOUT [--n 4] [--tokens 96] [--out rows.json]
+    python scripts/bench_commits.py BEFORE_CHECKOUT AFTER_CHECKOUT [--n 4] [--tokens 96] [--methods M,...]
+        [--out rows.json]
 
 Methods: plain greedy, a fixed config, "auto" on one prompt, "auto" on a left-padded batch of 4 prompts (the
 prompt and the next three, cyclically) and "auto" beam search with 4 beams.
@@ -66,8 +67,12 @@ def main() -> None:
     parser.add_argument("after", type=Path)
     parser.add_argument("--n", type=int, default=4, help="prompts per set (MT-Bench and HumanEval)")
     parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {','.join(METHODS)}")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    methods = args.methods.split(",")
+    if not methods or any(m not in METHODS for m in methods):
+        parser.error(f"--methods takes a comma-separated list of {', '.join(METHODS)}, got {args.methods!r}")
     model = str(Path(os.environ.get("LADE_CACHE", REPO / ".cache")) / "models" / "SmolLM2-135M-Instruct")
 
     def start(root: Path) -> subprocess.Popen:
@@ -90,11 +95,11 @@ def main() -> None:
         return [prompts[(i + k) % len(prompts)] for k in range(BATCH)]
 
     for proc in workers.values():  # untimed warm-up (and "auto"'s latency profile, measured or cached)
-        for method in METHODS:
+        for method in methods:
             ask(proc, {"prompts": batch_of(0), "config": method, "n": 16})
     rows = []
     for i in range(len(prompts)):
-        for j, method in enumerate(METHODS):
+        for j, method in enumerate(methods):
             order = ("before", "after") if (i + j) % 2 == 0 else ("after", "before")
             answers = {v: ask(workers[v], {"prompts": batch_of(i), "config": method, "n": args.tokens}) for v in order}
             same = answers["before"]["out"] == answers["after"]["out"]
@@ -102,7 +107,7 @@ def main() -> None:
                       "tokens": answers[v]["tokens"]} for v in order]
             print(i, method, {v: round(answers[v]["wall"], 3) for v in order}, "same" if same else "DIFFERENT",
                   flush=True)
-    for method in METHODS:
+    for method in methods:
         walls = {v: [r["wall"] for r in rows if r["method"] == method and r["version"] == v] for v in workers}
         ratios = [a / b for a, b in zip(walls["after"], walls["before"])]
         print(f"{method}: after/before wall time per prompt {[round(r, 3) for r in ratios]}, median "
