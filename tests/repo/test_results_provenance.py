@@ -1,7 +1,8 @@
 """Every results file under data/results names what wrote it: a provenance sidecar (`<file>.provenance.json`) with the
 command (argv), the git commit and the version of lade that ran, so `python -m lab.pipeline.cite FILE` can cite it.
 Files written before provenance recorded the command and the lade version are listed below with what regenerates
-them (skipped until then); an entry leaves the list once its file is regenerated."""
+them (skipped until then); an entry leaves the list once its file is regenerated, or retired from the tree (deleted;
+its experiment's INDEX.md gives the command and the commit whose tree last holds it)."""
 
 from __future__ import annotations
 
@@ -25,19 +26,7 @@ BY_DEFAULT_RUN = {
 BY_OWN_COMMAND = {
     "run_all_times.csv": "the default ./run_all.sh run whole (no --only)",
     "check_times.csv": "scripts/time_checks.sh",
-    "experiments/auto_two_shapes/choices.json": "its INDEX.md",
-    "experiments/batch_headroom/batches.jsonl": "its INDEX.md",
-    "experiments/batch_headroom/headroom.csv": "its INDEX.md",
-    "experiments/batches_with_eos/batches.jsonl": "its INDEX.md",
-    "experiments/batches_with_eos/batch4_aa.jsonl": "its INDEX.md",
-    "experiments/batches_with_eos/batch4_aa_second_machine.jsonl": "its INDEX.md (on a second machine)",
-    "experiments/beam_long_sources/summarization_rag.jsonl": "its INDEX.md",
     "experiments/corpus_headroom/oracle_copiers.jsonl": "its INDEX.md",
-    "experiments/corpus_target/corpus.jsonl": "its INDEX.md",
-    "experiments/drafters_on_tasks/spec_bench.jsonl": "its INDEX.md",
-    "experiments/drafters_on_tasks/math_reasoning_auto_vs_pld.jsonl": "its INDEX.md",
-    "experiments/drafters_on_tasks/mt_bench_humaneval.jsonl": "its INDEX.md",
-    "experiments/flat_steps/batches.jsonl": "its INDEX.md",
 }
 WRITTEN_BEFORE_PROVENANCE_NAMED_THEM = {name: f"the default ./run_all.sh, notebook {notebook}"
                                         for name, notebook in BY_DEFAULT_RUN.items()} | BY_OWN_COMMAND
