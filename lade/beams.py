@@ -123,10 +123,11 @@ class BeamRun:
 def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[int], config: LookaheadConfig,
                   gen: GenerationConfig, processors: LogitsProcessorList, stopping_criteria: StoppingCriteriaList,
                   attention_mask: torch.Tensor | None, source_ids: torch.Tensor | None,
-                  costs: Costs | None = None):
+                  costs: Costs | None = None, cache_outlives: bool = True):
     """input_ids: [N, P] (N = B * k, each left-padded prompt repeated k times, attention_mask [N, P] or None);
     source_ids: [B, S] an encoder-decoder model's sources (n-grams for the pools); costs: the device's step costs,
-    which price every step ("auto"); None drafts every step -> what plain beam search returns."""
+    which price every step ("auto"); None drafts every step; cache_outlives: whether the cache outlives the call
+    (compacted at its end, lade.cache.outlives_call) -> what plain beam search returns."""
     k = gen.num_beams
     search = BeamSearch.start(model, input_ids, gen, processors, stopping_criteria)
     vocab = logits_width(model)
@@ -134,7 +135,7 @@ def beam_generate(model, call: ModelCall, input_ids: torch.Tensor, pads: list[in
     pricing = BeamPricing(costs, len(input_ids)) if costs is not None else None
     run = BeamRun(call, search, _pools(config, input_ids, pads, k, source_ids, vocab), table, config.step_budget,
                   pricing, pads, config.pool_from_output, Positions.of(model), LookaheadStats(), input_ids.device)
-    with slotted(call.cache):  # steps write their KV in place; a reorder copies only the beams' own slots
+    with slotted(call.cache, cache_outlives):  # steps write their KV in place; a reorder copies only the beams' slots
         # 1. prefill and the first beam step. Plain beam search feeds k copies of each prompt, and its first step
         # reads the first copy's logits alone; lade feeds each prompt once and repeats its KV and logits for its k beams
         # (an encoder-decoder's decoder prompt, a start token, is fed k times, as its cross-attention rows are k)

@@ -15,6 +15,7 @@ from transformers.cache_utils import (
     DynamicSlidingWindowLayer,
     EncoderDecoderCache,
 )
+from transformers.generation import GenerationConfig
 
 from .compat import replicated_layer_class, set_replicated_layer_class, swap_class
 
@@ -167,19 +168,28 @@ class SlotLayer(DynamicLayer):
                 buffer[..., :length, :] = held
             setattr(self, name, buffer)
 
-    def release(self) -> None:
-        """Back to a plain DynamicLayer holding its own compact tensors (the spare room freed)."""
-        if self.is_initialized and self.keys.numel():
+    def release(self, compact: bool = True) -> None:
+        """Back to a plain DynamicLayer; with `compact`, holding its own compact tensors (the spare room freed), else
+        its views, which keep the buffers alive as long as the cache is."""
+        if compact and self.is_initialized and self.keys.numel():
             self.keys, self.values = self.keys.clone(), self.values.clone()
         for name in ("_key_buffer", "_value_buffer"):
             self.__dict__.pop(name, None)
         swap_class(self, DynamicLayer)
 
 
+def outlives_call(cache: Cache, gen: GenerationConfig, from_generate: bool) -> bool:
+    """Whether the cache of a generate call outlives it, as transformers decides (`_sample`, checked against 5.20.0
+    and 5.24.0): the output returns it (return_dict_in_generate), or the caller passed it in (generate marks such a
+    cache `_is_user_defined`; outside generate any cache was the caller's)."""
+    return bool(gen.return_dict_in_generate) or not from_generate or getattr(cache, "_is_user_defined", False)
+
+
 @contextmanager
-def slotted(cache: Cache) -> Iterator[None]:
+def slotted(cache: Cache, compact: bool = True) -> Iterator[None]:
     """Within the block, the decoder self-attention cache's layers (plain DynamicLayers, check_compactable) write
-    each step's KV in place (SlotLayer); after it they are plain DynamicLayers again, holding their own tensors."""
+    each step's KV in place (SlotLayer); after it they are plain DynamicLayers again, holding their own compact
+    tensors with `compact` (a cache that outlives the call, outlives_call), else views of the buffers."""
     inner = self_attention_cache(cache)
     for layer in inner.layers:
         if type(layer) is DynamicLayer:
@@ -194,4 +204,4 @@ def slotted(cache: Cache) -> Iterator[None]:
             set_replicated_layer_class(inner, DynamicLayer)
         for layer in inner.layers:
             if isinstance(layer, SlotLayer):
-                layer.release()
+                layer.release(compact)

@@ -20,7 +20,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList
 from .auto import auto_task, resolve_config
 from .batch_scores import batch_outputs
 from .beams import beam_config, beam_generate
-from .cache import crop, new_cache, self_attention_cache, slotted
+from .cache import crop, new_cache, outlives_call, self_attention_cache, slotted
 from .checks import check_corpus, check_corpus_draft, check_generation
 from .compat import CACHE_KWARG, generate_call_arguments, pad_token_tensor, repetition_penalty_for_row
 from .config import LookaheadConfig
@@ -85,11 +85,11 @@ def lookahead_generate(
         model_call = _model_call(model, call.cache, model_kwargs, call.config.attention,
                                  lookahead_model_call or ModelCall)
         return beam_generate(model, model_call, input_ids, call.pads, call.config, gen, processors, stopping_criteria,
-                             model_kwargs.get("attention_mask"), lookahead_source_ids, call.costs)
+                             model_kwargs.get("attention_mask"), lookahead_source_ids, call.costs, call.cache_outlives)
     if call.loop == "transformers":
         _stream_prompt(call, input_ids)
         out = plain_generate(model, input_ids, processors, stopping_criteria, gen, call.synced_gpus, call.streamer,
-                             model_kwargs)
+                             model_kwargs, call.cache_outlives)
         learned = learned_rows(out, input_ids.shape[1], call.pads, gen) if corpus is not None else []
     else:
         source = lookahead_source_ids[0] if lookahead_source_ids is not None else None
@@ -114,6 +114,7 @@ class Resolved:
     streamer: object | None  # the one streamer
     prompt_streamed: bool  # whether transformers put the prompt into it already
     cache: Cache
+    cache_outlives: bool  # whether the cache outlives the call (lade.cache.outlives_call): compacted at its end
     synced_gpus: bool
     keep_scores: bool  # return_dict_in_generate with output_scores
 
@@ -161,7 +162,8 @@ def _resolve(model, input_ids: torch.Tensor, processors: LogitsProcessorList, st
             priced_costs.forward(n, 1)  # any profile its n-row steps price with is measured here, before decoding
     check_corpus_draft(corpus, config)
     check_window(model, cache, gen, 1 if loop == "transformers" else config.max_step_tokens())
-    return Resolved(strategy, pads, config, loop, priced_costs, streamer, prompt_streamed, cache, synced,
+    return Resolved(strategy, pads, config, loop, priced_costs, streamer, prompt_streamed, cache,
+                    outlives_call(cache, gen, bool(caller)), synced,
                     bool(gen.return_dict_in_generate and gen.output_scores))
 
 
@@ -204,7 +206,7 @@ def _lookahead(model, call: Resolved, input_ids: torch.Tensor, gen: GenerationCo
     prompt_mask = model_kwargs.get("attention_mask") if any(call.pads) else None
     _stream_prompt(call, input_ids)
     start = time.perf_counter()
-    with call.strategy.guard(), slotted(call.cache):
+    with call.strategy.guard(), slotted(call.cache, call.cache_outlives):
         decode(run, rows, input_ids, prompt_mask, self_attention_cache(call.cache).get_seq_length())
     call.strategy.finish()
     run.stats.total_time_s = time.perf_counter() - start

@@ -71,12 +71,13 @@ def slowest_row(compression: float, single_share: float, rows: int) -> tuple[flo
 
 
 def plain_generate(model, input_ids: torch.Tensor, logits_processor, stopping_criteria, gen: GenerationConfig,
-                   synced_gpus: bool, streamer, model_kwargs: dict):
+                   synced_gpus: bool, streamer, model_kwargs: dict, cache_outlives: bool):
     """The batch decoded by transformers' own loop, as `model.generate` would, its steps writing their KV in place
     (lade.cache.slotted); with return_dict_in_generate, lade's output type whose stats say so (`handed_over`, one
-    token per row and forward). input_ids: [B, P]."""
+    token per row and forward). input_ids: [B, P]; cache_outlives: whether the cache outlives the call (compacted
+    at its end, lade.cache.outlives_call)."""
     cache = model_kwargs.get(CACHE_KWARG)  # its batched steps write their KV in place, as lade's loop's do
-    with slotted(cache) if cache is not None else nullcontext():
+    with slotted(cache, cache_outlives) if cache is not None else nullcontext():
         out = plain_sample(model, input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
                            generation_config=gen, synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
     if not gen.return_dict_in_generate:
