@@ -17,7 +17,7 @@ from transformers.cache_utils import (
 )
 from transformers.generation import GenerationConfig
 
-from .compat import replicated_layer_class, set_replicated_layer_class, swap_class
+from .compat import passed_to_generate, replicated_layer_class, set_replicated_layer_class, swap_class
 
 
 class UnsupportedCacheError(ValueError):
@@ -180,9 +180,9 @@ class SlotLayer(DynamicLayer):
 
 def outlives_call(cache: Cache, gen: GenerationConfig, from_generate: bool) -> bool:
     """Whether the cache of a generate call outlives it, as transformers decides (`_sample`, checked against 5.20.0
-    and 5.24.0): the output returns it (return_dict_in_generate), or the caller passed it in (generate marks such a
-    cache `_is_user_defined`; outside generate any cache was the caller's)."""
-    return bool(gen.return_dict_in_generate) or not from_generate or getattr(cache, "_is_user_defined", False)
+    and 5.24.0): the output returns it (return_dict_in_generate), or the caller passed it in (outside generate, any
+    cache was the caller's)."""
+    return bool(gen.return_dict_in_generate) or not from_generate or passed_to_generate(cache)
 
 
 @contextmanager

@@ -102,6 +102,12 @@ def relative_bias_attentions(decoder: torch.nn.Module) -> list[torch.nn.Module]:
             if block.layer[0].SelfAttention.has_relative_attention_bias]
 
 
+def passed_to_generate(cache) -> bool:
+    """Whether `cache` is one the caller passed to `model.generate` (generate marks it `_is_user_defined`, private;
+    checked against 5.20.0 and 5.24.0)."""
+    return bool(getattr(cache, "_is_user_defined", False))
+
+
 def eos_token_tensor(gen: GenerationConfig) -> torch.Tensor | None:
     """The EOS ids generate resolved (`_prepare_special_tokens`), which plain beam search sizes its top-k and fills its
     sequences with; None outside generate."""
