@@ -19,7 +19,7 @@ from lab.harness.claims import MIN_INTERVAL
 from lab.harness.paths import REPO, results_dir
 from lab.harness.provenance import commit_label
 from lab.harness.results import load_results
-from lab.harness.stats import CONFIDENCE, is_aa, summarize_runs
+from lab.harness.stats import CONFIDENCE, summarize_runs
 from lab.pipeline.readme_claims import CLAIMS_END, CLAIMS_START, claims_block
 from lab.pipeline.run_times import CHECKS_NAME, checks_sentence, timing_sentence
 from lab.pipeline.run_times import RESULTS_NAME as TIMES_NAME
@@ -86,12 +86,12 @@ def unfavourable_rows(folder: Path) -> list[dict]:
                      "compression": f"{r['compression']:.2f}",
                      "identical": f"{same:.0%}", **_source(path.name, prov)})
     if (path := folder / "batches.jsonl").exists():
-        from lab.harness.batched import POOLED, REFERENCE, summarize_batches
+        from lab.harness.batched import POOLED, summarize_batches
+        from lab.studies.batches import compared_methods
 
         df = load_results(path)
         summary = summarize_batches(df)
-        part = summary[(summary["prompt_set"] == POOLED) & (summary["method"] != REFERENCE)
-                       & ~summary["method"].map(is_aa)]  # the A/A row is the noise floor, not a method
+        part = summary[(summary["prompt_set"] == POOLED) & summary["method"].isin(compared_methods(summary))]
         r = part.sort_values("batch_size").iloc[-1]
         mine = df[(df["method"] == r["method"]) & (df["batch_size"] == r["batch_size"])]
         rows.append({"set": f"all sets, batch {int(r['batch_size'])} (throughput vs plain batched greedy)",

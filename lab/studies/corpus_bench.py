@@ -169,7 +169,7 @@ def two_turn_benchmark(model, tokenizer, n_prompts: int, max_new_tokens: int,
     for i, (row, answer) in enumerate(zip(rows, answers)):
         encoded = _chat(tokenizer, row["turns"], [answer])
         prompt = Prompt(TWO_TURNS, str(row["id"]), encoded,
-                               (encoded.input_ids.to(device), encoded.attention_mask.to(device)), True)
+                        (encoded.input_ids.to(device), encoded.attention_mask.to(device)), True)
         runs = bench._rotated_runs(model, methods, prompt, kwargs, repeats, first=i, done=lambda: None)
         table += bench._paired_rows(prompt, methods, runs, repeats)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
